@@ -1,0 +1,64 @@
+"""API keys on `Authorization: Bearer <key>`: the key names the project, its scope the rights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.permissions import BasePermission
+
+from records.models import ApiKey, Project, hash_key
+
+
+@dataclass(frozen=True)
+class KeyPrincipal:
+    """What `request.user` is for a request made with an API key."""
+
+    project: Project
+    is_authenticated: bool = True
+
+
+class ApiKeyAuthentication(BaseAuthentication):
+    def authenticate(self, request):
+        parts = get_authorization_header(request).split()
+        if not parts:
+            return None
+        if parts[0].lower() != b"bearer" or len(parts) != 2:
+            raise AuthenticationFailed("Use the header Authorization: Bearer <api key>.")
+        try:
+            raw = parts[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("Unknown or revoked API key.") from None
+        key = (
+            ApiKey.objects.select_related("project")
+            .filter(key_hash=hash_key(raw), revoked_at__isnull=True)
+            .first()
+        )
+        if key is None:
+            raise AuthenticationFailed("Unknown or revoked API key.")
+        return KeyPrincipal(key.project), key
+
+    def authenticate_header(self, request) -> str:
+        # Present so that DRF answers 401 (not 403) when the key is missing or wrong.
+        return 'Bearer realm="decisionboard"'
+
+
+class _KeyScope(BasePermission):
+    scope = ""
+
+    @property
+    def message(self) -> str:
+        return f"This API key lacks the {self.scope} scope."
+
+    def has_permission(self, request, view) -> bool:
+        key = request.auth
+        return isinstance(key, ApiKey) and key.allows(self.scope)
+
+
+class CanIngest(_KeyScope):
+    scope = ApiKey.Scope.INGEST
+
+
+class CanRead(_KeyScope):
+    scope = ApiKey.Scope.READ

@@ -1,0 +1,140 @@
+"""The record store: projects, their API keys, runs and decision records."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.db import models
+from django.utils import timezone
+
+KEY_PREFIX = "dbk_"
+
+
+def hash_key(raw_key: str) -> str:
+    # Keys are 256-bit random tokens, so one fast hash is enough: there is nothing to brute-force.
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+class Project(models.Model):
+    name = models.SlugField(max_length=100, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ApiKey(models.Model):
+    class Scope(models.TextChoices):
+        INGEST = "ingest", "ingest"
+        READ = "read", "read"
+        ALL = "all", "ingest and read"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, blank=True)
+    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.INGEST)
+    prefix = models.CharField(max_length=12, help_text="The first characters, to recognise a key.")
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    rate_limit = models.CharField(
+        max_length=30, blank=True, help_text="Overrides the ingest rate limit, e.g. 100/s."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.project}, {self.scope})"
+
+    @classmethod
+    def issue(cls, project: Project, scope: str = Scope.INGEST, name: str = "") -> tuple[ApiKey, str]:
+        """Create a key and return it with the raw secret, which is never stored or shown again."""
+        raw = KEY_PREFIX + secrets.token_urlsafe(32)
+        key = cls.objects.create(
+            project=project, scope=scope, name=name, prefix=raw[:10], key_hash=hash_key(raw)
+        )
+        return key, raw
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def allows(self, scope: str) -> bool:
+        return self.scope == self.Scope.ALL or self.scope == scope
+
+
+class Run(models.Model):
+    """One agent run, created the first time a record names its run_id."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    run_id = models.CharField(max_length=200)
+    parent_run_id = models.CharField(max_length=200, null=True, blank=True)
+    agent = models.CharField(max_length=200, null=True, blank=True)
+    session_id = models.CharField(max_length=200, null=True, blank=True)
+    first_ts = models.DateTimeField()
+    last_ts = models.DateTimeField()
+    record_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "run_id"], name="run_unique_per_project")
+        ]
+        indexes = [
+            models.Index(fields=["project", "-last_ts", "-id"], name="run_recent"),
+            models.Index(fields=["project", "parent_run_id"], name="run_parent"),
+        ]
+
+    def __str__(self) -> str:
+        return self.run_id
+
+
+class Record(models.Model):
+    """One decision record: the envelope as posted, facet columns derived on ingest, the data.
+
+    The facet columns are what filters, metrics and pages query; `data` is kept exactly as posted
+    (unknown fields included) and `derived` holds the per-kind derived fields of DESIGN §3.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="records")
+    record_key = models.CharField(
+        max_length=200, help_text="The posted id, or sha256: of the canonical record without one."
+    )
+    kind = models.CharField(max_length=40)
+    run_id = models.CharField(max_length=200)
+    ts = models.DateTimeField()
+    received_at = models.DateTimeField()
+    session_id = models.CharField(max_length=200, null=True, blank=True)
+    agent = models.CharField(max_length=200, null=True, blank=True)
+    parent_run_id = models.CharField(max_length=200, null=True, blank=True)
+    # The model a metric of DESIGN §4 groups this record by (classifier.model for picks,
+    # default_model for selections, model for verdicts, calls and provider errors).
+    model = models.CharField(max_length=200, null=True, blank=True)
+    iteration = models.IntegerField(null=True, blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    skip_reason = models.CharField(max_length=20, null=True, blank=True)
+    outcome = models.CharField(max_length=200, null=True, blank=True)
+    is_swap = models.BooleanField(default=False)
+    is_fallback = models.BooleanField(default=False)
+    is_error = models.BooleanField(default=False)
+    is_contract_break = models.BooleanField(default=False)
+    # Within its kind, what rollups group the record by (see records.derive.Derived).
+    rollup_key = models.CharField(max_length=450, default="", blank=True)
+    tokens_in = models.BigIntegerField(null=True, blank=True)
+    tokens_out = models.BigIntegerField(null=True, blank=True)
+    data = models.JSONField()
+    derived = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "record_key"], name="record_key_unique")
+        ]
+        indexes = [
+            models.Index(fields=["project", "ts"], name="record_ts"),
+            models.Index(fields=["project", "run_id", "ts"], name="record_run_ts"),
+            models.Index(fields=["project", "kind", "ts"], name="record_kind_ts"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.run_id} {self.ts:%Y-%m-%dT%H:%M:%S}"

@@ -1,0 +1,284 @@
+"""Validate and normalise posted records: raw JSON values in, rows for the store out.
+
+`normalise()` is the one place where a record is judged. It validates the envelope and the kind's
+payload against `records.schema`, applies the rules a type cannot express (timestamps not in the
+future, `data` size, known notice details), computes the derived fields, and names every problem
+by its field path (`data.ranked[2].score`) in words an agent developer can act on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+import orjson
+
+from records import schema
+from records.kinds import KIND_NAMES, KINDS
+
+Errors = dict[str, list[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_data_bytes: int = 256 * 1024
+    max_future: timedelta = timedelta(minutes=5)
+
+
+@dataclass(slots=True)
+class NormalisedRecord:
+    record_key: str
+    kind: str
+    run_id: str
+    ts: datetime
+    session_id: str | None
+    agent: str | None
+    parent_run_id: str | None
+    model: str | None
+    iteration: int | None
+    latency_ms: float | None
+    skip_reason: str | None
+    outcome: str | None
+    is_swap: bool
+    is_fallback: bool
+    is_error: bool
+    is_contract_break: bool
+    rollup_key: str
+    tokens_in: int | None
+    tokens_out: int | None
+    data_json: str
+    derived_json: str
+
+
+def normalise(
+    raw: Any,
+    *,
+    now: datetime,
+    limits: Limits = Limits(),
+    scrub: bool = False,
+) -> NormalisedRecord | Errors:
+    """Return the record ready to store, or its errors keyed by field path.
+
+    `scrub` asks for the slow walk over `data` that replaces NUL characters (PostgreSQL cannot
+    store them) and rejects non-finite numbers in fields the schema does not declare; the caller
+    sets it only when the body could contain either.
+    """
+    if not isinstance(raw, dict):
+        return {"record": [f"must be a JSON object, got {_json_type(raw)}"]}
+    try:
+        envelope = msgspec.convert(raw, schema.AnyRecord)
+    except msgspec.ValidationError as exc:
+        return translate_error(str(exc), raw.get("kind"))
+
+    errors: Errors = {}
+    if envelope.ts > now + limits.max_future:
+        minutes = int(limits.max_future.total_seconds() // 60)
+        errors["ts"] = [f"is more than {minutes} minutes in the future (server time {now:%Y-%m-%dT%H:%M:%SZ})"]
+    kind = raw["kind"]
+    data = raw["data"]
+    if kind == "notice":
+        errors.update(_check_notice_detail(envelope.data))
+    sanitized: list[str] = []
+    if scrub:
+        for name in ("id", "run_id", "session_id", "agent", "parent_run_id"):
+            value = getattr(envelope, name)
+            if value is not None and "\x00" in value:
+                errors.setdefault(name, []).append("must not contain a NUL character")
+        data = _scrub(data, "data", sanitized, errors)
+    if errors:
+        return errors
+
+    try:
+        data_json = orjson.dumps(data)
+    except orjson.JSONEncodeError:  # integers beyond 64 bits in undeclared fields
+        data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    if len(data_json) > limits.max_data_bytes:
+        return {"data": [f"is {len(data_json):,} bytes; the limit is {limits.max_data_bytes:,}"]}
+
+    spec = KINDS[kind]
+    derived = spec.derive(envelope.data)
+    if sanitized:
+        derived.fields["nul_replaced"] = sanitized
+    ts = envelope.ts.astimezone(UTC)
+    record_key = envelope.id or _content_key(envelope, kind, ts, data)
+    return NormalisedRecord(
+        record_key=record_key,
+        kind=kind,
+        run_id=envelope.run_id,
+        ts=ts,
+        session_id=envelope.session_id,
+        agent=envelope.agent,
+        parent_run_id=envelope.parent_run_id,
+        model=derived.model,
+        iteration=derived.iteration,
+        latency_ms=derived.latency_ms,
+        skip_reason=derived.skip_reason,
+        outcome=derived.outcome,
+        is_swap=derived.is_swap,
+        is_fallback=derived.is_fallback,
+        is_error=derived.is_error,
+        is_contract_break=derived.is_contract_break,
+        rollup_key=derived.rollup_key,
+        tokens_in=derived.tokens_in,
+        tokens_out=derived.tokens_out,
+        data_json=data_json.decode(),
+        derived_json=orjson.dumps(derived.fields).decode(),
+    )
+
+
+def _content_key(envelope: schema.Envelope, kind: str, ts: datetime, data: Any) -> str:
+    """The idempotency key of a record posted without `id`: a hash of its canonical form.
+
+    Canonical: the envelope with `ts` in UTC and every object's keys sorted, so that an exact
+    resend (or the same record re-serialised by another client) hashes the same.
+    """
+    canonical = {
+        "kind": kind,
+        "run_id": envelope.run_id,
+        "ts": ts.isoformat(),
+        "session_id": envelope.session_id,
+        "agent": envelope.agent,
+        "parent_run_id": envelope.parent_run_id,
+        "data": data,
+    }
+    try:
+        text = orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # integers beyond 64 bits
+        text = json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()
+    return "sha256:" + hashlib.sha256(text).hexdigest()
+
+
+def _check_notice_detail(notice: schema.Notice) -> Errors:
+    detail_type = schema.NOTICE_DETAILS.get(notice.code)
+    if detail_type is None:
+        return {}
+    try:
+        msgspec.convert(notice.detail, detail_type)
+    except msgspec.ValidationError as exc:
+        return translate_error(str(exc), None, prefix="data.detail", root=detail_type)
+    return {}
+
+
+def _scrub(value: Any, path: str, sanitized: list[str], errors: Errors) -> Any:
+    """Replace NUL in strings (keys too), noting where; flag non-finite numbers as errors."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            sanitized.append(path)
+            return value.replace("\x00", "\ufffd")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            errors.setdefault(path, []).append("must be a finite number")
+        return value
+    if isinstance(value, list):
+        return [_scrub(item, f"{path}[{i}]", sanitized, errors) for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            clean_key = key.replace("\x00", "\ufffd") if "\x00" in key else key
+            if clean_key is not key:
+                sanitized.append(f"{path}.{clean_key}")
+            out[clean_key] = _scrub(item, f"{path}.{clean_key}", sanitized, errors)
+        return out
+    return value
+
+
+# --- error messages ----------------------------------------------------------------------------
+_AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_TYPE_WORDS = {
+    "float": "a number", "int": "an integer", "str": "a string", "bool": "true or false",
+    "array": "an array", "object": "an object", "null": "null", "datetime": "a timestamp",
+}
+_TIMESTAMP = "must be an RFC 3339 timestamp with an offset, e.g. 2026-11-20T09:00:00Z"
+
+
+def translate_error(message: str, kind: Any, *, prefix: str = "", root: Any = None) -> Errors:
+    """Turn one msgspec validation message into {field path: [plain message]}."""
+    match = _AT.match(message)
+    text, path = match.group("msg"), (match.group("path") or "").lstrip(".")
+    if prefix:
+        path = f"{prefix}.{path}" if path and not path.startswith("[") else f"{prefix}{path}"
+
+    def at(name: str) -> str:
+        return f"{path}.{name}" if path else name
+
+    if "::" in text:  # a cross-field rule from a Struct's __post_init__
+        name, _, rule = text.partition("::")
+        return {at(name): [rule]}
+    if m := re.match(r"Object missing required field `(.+)`", text):
+        return {at(m.group(1)): ["is required"]}
+    if m := re.match(r"Object contains unknown field `(.+)`", text):
+        where = "the record envelope (payload fields go inside data)" if not path else "this object"
+        return {at(m.group(1)): [f"is not a field of {where}"]}
+    if text.startswith("Invalid value") and path == "kind":
+        return {"kind": [f"must be one of: {', '.join(KIND_NAMES)}"]}
+    if text.startswith("Invalid enum value"):
+        allowed = _allowed_values(root, kind, path, prefix)
+        return {path: [f"must be one of: {', '.join(map(str, allowed))}" if allowed else text]}
+    if "RFC3339" in text or "with a timezone component" in text:
+        return {path: [_TIMESTAMP]}
+    if m := re.match(r"Expected `float` ([<>]=) (-?[\d.e+]+)$", text):
+        bound = float(m.group(2))
+        if abs(bound) > 1e300:
+            return {path: ["must be a finite number"]}
+        return {path: [f"must be a finite number {m.group(1)} {bound:g}"]}
+    if m := re.match(r"Expected `int` ([<>]=) (-?\d+)$", text):
+        return {path: [f"must be an integer {m.group(1)} {m.group(2)}"]}
+    if m := re.match(r"Expected `str` of length ([<>]=) (\d+)$", text):
+        if m.group(1) == ">=" and m.group(2) == "1":
+            return {path: ["must not be empty"]}
+        word = "at most" if m.group(1) == "<=" else "at least"
+        return {path: [f"must be {word} {m.group(2)} characters"]}
+    if m := re.match(r"Expected `(array|object)` of length <= (\d+)$", text):
+        return {path: [f"must have at most {m.group(2)} {'items' if m.group(1) == 'array' else 'entries'}"]}
+    if text.startswith("Expected `str` matching regex"):
+        return {path: ["must be a dotted code, e.g. classifier.fallback"]}
+    if m := re.match(r"Expected `([^`]+)`, got `([^`]+)`$", text):
+        wanted = " or ".join(_TYPE_WORDS.get(t.strip(), t.strip()) for t in m.group(1).split("|"))
+        got = _TYPE_WORDS.get(m.group(2), m.group(2))
+        return {path or "record": [f"must be {wanted}, got {got}"]}
+    return {path or "record": [text]}
+
+
+def _allowed_values(root: Any, kind: Any, path: str, prefix: str) -> tuple:
+    """The Literal values allowed at `path`, found by walking the declared types."""
+    if root is None:
+        root = schema.ENVELOPES.get(kind)
+    if prefix:
+        path = path[len(prefix):].lstrip(".")
+    node = msgspec.inspect.type_info(root) if root is not None else None
+    for part in re.findall(r"[^.\[\]]+|\[[^\]]*\]", path):
+        node = _unwrap(node)
+        if isinstance(node, msgspec.inspect.StructType) and not part.startswith("["):
+            node = next((f.type for f in node.fields if f.encode_name == part), None)
+        elif isinstance(node, (msgspec.inspect.ListType, msgspec.inspect.DictType)):
+            node = node.item_type if isinstance(node, msgspec.inspect.ListType) else node.value_type
+        else:
+            return ()
+    node = _unwrap(node)
+    return node.values if isinstance(node, msgspec.inspect.LiteralType) else ()
+
+
+def _unwrap(node: Any) -> Any:
+    if isinstance(node, msgspec.inspect.UnionType):
+        members = [t for t in node.types if not isinstance(t, msgspec.inspect.NoneType)]
+        return members[0] if len(members) == 1 else node
+    return node
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "null" if value is None else type(value).__name__

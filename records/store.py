@@ -1,0 +1,163 @@
+"""Bulk insert of normalised records, idempotent on (project, record_key).
+
+This is the ingest hot path, so it skips the ORM (whose bulk_create is ~10x slower than COPY on
+PostgreSQL): PostgreSQL stages the batch with COPY and inserts with ON CONFLICT DO NOTHING in one
+statement that also upserts the runs; SQLite takes its write lock at BEGIN (transaction_mode
+IMMEDIATE), drops the keys already stored and inserts the rest with executemany. Both commit
+before returning, and both count a key repeated inside the batch as a duplicate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection, transaction
+
+from records.models import Record, Run
+from records.normalise import NormalisedRecord
+
+# Ingest transactions hold this advisory lock shared; the catch-up worker takes it exclusively for
+# the instant it reads max(id), so every id at or below what it reads is committed (PostgreSQL
+# hands out ids at insert time, not at commit, so without it a slow batch could be skipped).
+INGEST_LOCK_KEY = 0x44420001
+RECORD_TABLE = Record._meta.db_table
+RUN_TABLE = Run._meta.db_table
+# The columns a NormalisedRecord fills, in its field order.
+COLUMNS = (
+    "record_key", "kind", "run_id", "ts", "session_id", "agent", "parent_run_id", "model",
+    "iteration", "latency_ms", "skip_reason", "outcome", "is_swap", "is_fallback", "is_error",
+    "is_contract_break", "rollup_key", "tokens_in", "tokens_out", "data", "derived",
+)
+_STAGE_DDL = f"""
+CREATE TEMP TABLE IF NOT EXISTS ingest_stage (
+    record_key text, kind text, run_id text, ts timestamptz, session_id text, agent text,
+    parent_run_id text, model text, iteration integer, latency_ms double precision,
+    skip_reason text, outcome text, is_swap boolean, is_fallback boolean, is_error boolean,
+    is_contract_break boolean, rollup_key text, tokens_in bigint, tokens_out bigint,
+    data jsonb, derived jsonb
+) ON COMMIT DELETE ROWS
+"""
+_PG_INSERT = f"""
+WITH ins AS (
+    INSERT INTO {RECORD_TABLE} (project_id, received_at, {", ".join(COLUMNS)})
+    SELECT %(project)s, %(now)s, {", ".join(COLUMNS)} FROM ingest_stage ORDER BY record_key
+    ON CONFLICT (project_id, record_key) DO NOTHING
+    RETURNING run_id, ts, agent, session_id, parent_run_id
+), runs AS (
+    INSERT INTO {RUN_TABLE}
+        (project_id, run_id, parent_run_id, agent, session_id, first_ts, last_ts,
+         record_count, created_at)
+    SELECT %(project)s, run_id, max(parent_run_id), max(agent), max(session_id), min(ts),
+           max(ts), count(*), %(now)s
+    FROM ins GROUP BY run_id ORDER BY run_id
+    ON CONFLICT (project_id, run_id) DO UPDATE SET
+        first_ts = LEAST({RUN_TABLE}.first_ts, EXCLUDED.first_ts),
+        last_ts = GREATEST({RUN_TABLE}.last_ts, EXCLUDED.last_ts),
+        record_count = {RUN_TABLE}.record_count + EXCLUDED.record_count,
+        parent_run_id = COALESCE({RUN_TABLE}.parent_run_id, EXCLUDED.parent_run_id),
+        agent = COALESCE({RUN_TABLE}.agent, EXCLUDED.agent),
+        session_id = COALESCE({RUN_TABLE}.session_id, EXCLUDED.session_id)
+    RETURNING 1
+)
+SELECT count(*) FROM ins
+"""
+_SQLITE_RUN_UPSERT = f"""
+INSERT INTO {RUN_TABLE}
+    (project_id, run_id, parent_run_id, agent, session_id, first_ts, last_ts, record_count,
+     created_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (project_id, run_id) DO UPDATE SET
+    first_ts = min(first_ts, excluded.first_ts),
+    last_ts = max(last_ts, excluded.last_ts),
+    record_count = record_count + excluded.record_count,
+    parent_run_id = coalesce(parent_run_id, excluded.parent_run_id),
+    agent = coalesce(agent, excluded.agent),
+    session_id = coalesce(session_id, excluded.session_id)
+"""
+
+
+@dataclass(frozen=True)
+class StoreResult:
+    accepted: int
+    duplicates: int
+
+
+def store_records(project_id: int, records: Sequence[NormalisedRecord], now: datetime) -> StoreResult:
+    """Insert what is new, count the rest as duplicates, and commit before returning."""
+    unique: dict[str, NormalisedRecord] = {}
+    for record in records:
+        unique.setdefault(record.record_key, record)
+    if not unique:
+        return StoreResult(0, len(records))
+    rows = list(unique.values())
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            accepted = _insert_postgresql(project_id, rows, now)
+        else:
+            accepted = _insert_sqlite(project_id, rows, now)
+    return StoreResult(accepted=accepted, duplicates=len(records) - accepted)
+
+
+def _row(record: NormalisedRecord, ts: object) -> tuple:
+    """The COLUMNS of one record; `ts` as the database driver wants it."""
+    return (
+        record.record_key, record.kind, record.run_id, ts, record.session_id,
+        record.agent, record.parent_run_id, record.model, record.iteration, record.latency_ms,
+        record.skip_reason, record.outcome, record.is_swap, record.is_fallback, record.is_error,
+        record.is_contract_break, record.rollup_key, record.tokens_in, record.tokens_out,
+        record.data_json, record.derived_json,
+    )
+
+
+def _insert_postgresql(project_id: int, rows: list[NormalisedRecord], now: datetime) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT pg_advisory_xact_lock_shared({INGEST_LOCK_KEY}); {_STAGE_DDL}")
+        raw = cursor.cursor  # the psycopg cursor under Django's wrapper, for COPY
+        with raw.copy(f"COPY ingest_stage ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+            for record in rows:
+                copy.write_row(_row(record, record.ts))
+        cursor.execute(_PG_INSERT, {"project": project_id, "now": now})
+        return cursor.fetchone()[0]
+
+
+def _insert_sqlite(project_id: int, rows: list[NormalisedRecord], now: datetime) -> int:
+    ops = connection.ops
+    with connection.cursor() as cursor:
+        existing: set[str] = set()
+        keys = [r.record_key for r in rows]
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            cursor.execute(
+                f"SELECT record_key FROM {RECORD_TABLE} WHERE project_id = %s AND record_key IN "
+                f"({', '.join(['%s'] * len(chunk))})",
+                [project_id, *chunk],
+            )
+            existing.update(key for (key,) in cursor.fetchall())
+        new = [r for r in rows if r.record_key not in existing]
+        if not new:
+            return 0
+        received = ops.adapt_datetimefield_value(now)
+        placeholders = ", ".join(["%s"] * (len(COLUMNS) + 2))
+        cursor.executemany(
+            f"INSERT INTO {RECORD_TABLE} (project_id, received_at, {', '.join(COLUMNS)}) "
+            f"VALUES ({placeholders})",
+            [(project_id, received, *_row(r, ops.adapt_datetimefield_value(r.ts))) for r in new],
+        )
+        runs: dict[str, list] = {}
+        for r in new:
+            ts = ops.adapt_datetimefield_value(r.ts)
+            run = runs.get(r.run_id)
+            if run is None:
+                runs[r.run_id] = [project_id, r.run_id, r.parent_run_id, r.agent, r.session_id,
+                                  ts, ts, 1, received]
+            else:
+                run[2] = run[2] or r.parent_run_id
+                run[3] = run[3] or r.agent
+                run[4] = run[4] or r.session_id
+                run[5] = min(run[5], ts)
+                run[6] = max(run[6], ts)
+                run[7] += 1
+        cursor.executemany(_SQLITE_RUN_UPSERT, list(runs.values()))
+        return len(new)

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.db import connection
+from rest_framework.test import APIClient
+
+from records.models import ApiKey, Project
+
+REQUIRE_SERVICES = os.environ.get("REQUIRE_SERVICES") == "1"
+
+
+def pytest_report_header(config):
+    from django.conf import settings
+
+    engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    return f"decisionboard: database {engine}, REQUIRE_SERVICES={int(REQUIRE_SERVICES)}"
+
+
+def need_service(available: bool, what: str) -> None:
+    """Skip a test whose service is missing, unless REQUIRE_SERVICES=1 (CI): then fail it."""
+    if available:
+        return
+    if REQUIRE_SERVICES:
+        pytest.fail(f"{what} is required (REQUIRE_SERVICES=1) but not available")
+    pytest.skip(f"{what} is not available")
+
+
+@pytest.fixture
+def postgres(db):
+    need_service(connection.vendor == "postgresql", "PostgreSQL (set DATABASE_URL)")
+    return connection
+
+
+class Persona:
+    """A project with keys, named as in the tests: alice owns `acme`, bob owns `globex`."""
+
+    def __init__(self, project: str):
+        self.project = Project.objects.create(name=project)
+        self.ingest_key_obj, self.ingest_key = ApiKey.issue(self.project, ApiKey.Scope.INGEST)
+        self.read_key_obj, self.read_key = ApiKey.issue(self.project, ApiKey.Scope.READ)
+
+    def client(self, key: str | None = None) -> APIClient:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {key or self.ingest_key}")
+        return client
+
+
+@pytest.fixture
+def alice(db) -> Persona:
+    return Persona("acme")
+
+
+@pytest.fixture
+def bob(db) -> Persona:
+    return Persona("globex")

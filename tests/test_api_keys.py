@@ -1,0 +1,61 @@
+"""`manage.py create_api_key` and how keys are kept."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from records.models import ApiKey, Project, hash_key
+
+
+def create(*args) -> list[str]:
+    out = StringIO()
+    call_command("create_api_key", *args, stdout=out)
+    return out.getvalue().strip().splitlines()
+
+
+@pytest.mark.django_db
+def test_it_creates_the_project_and_prints_the_key_alone_on_the_last_line():
+    lines = create("acme")
+    raw = lines[-1]
+    assert raw.startswith("dbk_") and " " not in raw
+    key = ApiKey.objects.get()
+    assert key.project == Project.objects.get(name="acme")
+    assert key.scope == "ingest"
+
+
+@pytest.mark.django_db
+def test_it_stores_only_a_hash_of_the_key():
+    raw = create("acme", "--scope", "read")[-1]
+    key = ApiKey.objects.get()
+    assert key.key_hash == hash_key(raw) and raw not in key.key_hash
+    assert key.prefix == raw[:10] and key.scope == "read"
+
+
+@pytest.mark.django_db
+def test_it_adds_keys_to_an_existing_project():
+    create("acme")
+    create("acme", "--scope", "all")
+    assert Project.objects.count() == 1
+    assert sorted(ApiKey.objects.values_list("scope", flat=True)) == ["all", "ingest"]
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_project_name_that_is_not_a_slug():
+    with pytest.raises(CommandError, match="not a valid project name"):
+        create("Acme Corp")
+
+
+@pytest.mark.django_db
+def test_it_refuses_an_unknown_scope():
+    with pytest.raises(CommandError):
+        create("acme", "--scope", "admin")
+
+
+@pytest.mark.django_db
+def test_the_admin_lists_keys_without_their_secret(admin_client):
+    raw = create("acme")[-1]
+    page = admin_client.get("/admin/records/apikey/").content.decode()
+    assert raw[:10] in page and raw not in page

@@ -1,0 +1,156 @@
+"""The derived fields of DESIGN §3, computed on ingest."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from records.normalise import normalise
+from tests.factories import record
+
+NOW = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+
+
+def derived(kind, **data):
+    result = normalise(record(kind, data=data), now=NOW)
+    return result, json.loads(result.derived_json)
+
+
+def test_it_derives_doors_as_served_minus_offered_in_served_order():
+    _, d = derived("tool_choice.pick", offered=["a", "b", "c"], ranked=[], chosen="a",
+                   served=["a", "list_skills", "b", "present"])
+    assert d["doors"] == ["list_skills", "present"]
+
+
+def test_it_facets_a_pick_by_classifier_model_latency_and_skip_reason():
+    r, _ = derived("tool_choice.pick", narrowed=False, narrowedSkipped="after-miss")
+    assert (r.model, r.latency_ms, r.skip_reason, r.iteration) == (
+        "claude-haiku-4-5", 140.5, "after-miss", 0)
+
+
+def test_it_marks_a_pick_error_as_an_error():
+    r, _ = derived("tool_choice.pick_error")
+    assert r.is_error and r.skip_reason == "unavailable" and r.model is None
+
+
+@pytest.mark.parametrize(
+    ("default", "selected", "previous", "swap", "switch"),
+    [
+        ("sonnet", "sonnet", None, False, False),
+        ("sonnet", "haiku", None, True, False),
+        ("sonnet", "haiku", "sonnet", True, True),
+        ("sonnet", "haiku", "haiku", True, False),
+        ("sonnet", "sonnet", "haiku", False, True),
+    ],
+)
+def test_it_derives_swap_and_switch(default, selected, previous, swap, switch):
+    data = {"default_model": default, "selected_model": selected}
+    if previous:
+        data["previous_model"] = previous
+    r, d = derived("model_selection", **data)
+    assert (d["swap"], d["switch"], r.is_swap) == (swap, switch, swap)
+    assert r.model == default and d["selected_model"] == selected
+
+
+def test_it_maps_turn_calls_to_action_names_and_flags_invented_ones():
+    r, d = derived(
+        "turn",
+        protocol="envelope",
+        toolCalls=[{"name": "send_email"}, {"name": "refund_now"}],
+        toolNameMap={"send_email": "Send Email"},
+    )
+    assert d["calls"] == [
+        {"wire": "send_email", "action": "Send Email", "invented": False},
+        {"wire": "refund_now", "action": "refund_now", "invented": True},
+    ]
+    assert d["invented"] == ["refund_now"] and d["decision"] == "action"
+
+
+def test_it_lets_a_control_call_decide_the_turn():
+    _, d = derived(
+        "turn",
+        toolCalls=[{"name": "search-docs"}, {"name": "ask_billing"}],
+        controlToolMap={"ask_billing": {"kind": "subAgent", "name": "billing-agent"}},
+    )
+    assert d["decision"] == "subAgent"
+    assert d["calls"][1] == {"wire": "ask_billing", "control": "subAgent"}
+    assert d["invented"] == []
+
+
+@pytest.mark.parametrize(
+    ("protocol", "text", "decision"),
+    [
+        ("implicit", "The refund was issued.", "taskComplete"),
+        ("hybrid", "Which order do you mean?", "chat"),
+        (None, '{"taskComplete": true, "message": "done"}', "taskComplete"),
+        ("envelope", '{"nextStep": {"type": "Sub-Agent"}}', "subAgent"),
+        ("envelope", '{"nextStep": {"type": "Actions"}}', "action"),
+        ("envelope", '{"nextStep": {"type": "Chat"}}', "chat"),
+        ("envelope", '{"nextStep": {"type": "ForEach"}}', "other"),
+        ("envelope", '{"payloadChangeRequest": {"newElements": {}}}', "payloadChange"),
+        ("envelope", "not json at all", "unparseable"),
+        ("envelope", "", "empty"),
+        ("implicit", "   ", "empty"),
+    ],
+)
+def test_it_classifies_a_turn_without_calls(protocol, text, decision):
+    data = {"text": text, "toolCalls": None, "toolNameMap": None, "protocol": protocol}
+    raw = record("turn", data=data)
+    raw["data"] = {k: v for k, v in raw["data"].items() if v is not None}
+    result = normalise(raw, now=NOW)
+    d = json.loads(result.derived_json)
+    assert d["decision"] == decision and result.outcome == decision
+    assert d["protocol"] == (protocol or "envelope")
+
+
+def test_it_does_not_call_names_invented_when_the_harness_sent_no_map():
+    _, d = derived("turn", toolCalls=[{"name": "grep"}], toolNameMap=None)
+    assert d["calls"] == [{"wire": "grep", "action": "grep", "invented": False}]
+
+
+@pytest.mark.parametrize(
+    ("rung", "reask", "fallback"), [(0, False, False), (1, False, True), (1, True, False)]
+)
+def test_it_flags_a_ladder_fallback_on_a_first_attempt_at_rung_one(rung, reask, fallback):
+    r, d = derived("classifier.verdict", rung=rung, reask=reask)
+    assert d["ladder_fallback"] is fallback and r.is_fallback is fallback
+
+
+def test_it_groups_verdicts_by_seat_model_or_model_and_counts_the_mix():
+    r, d = derived("classifier.verdict", seatModel=None, model="m1")
+    assert d["seat_model"] == "m1" and r.outcome == "allow"
+    r, _ = derived("classifier.verdict", outcome="parse_error", verdict=None, form="missing")
+    assert r.outcome == "parse_error" and r.is_contract_break
+    r, _ = derived("classifier.verdict", outcome="unavailable", verdict=None, cause="timeout")
+    assert r.outcome == "unavailable" and not r.is_contract_break
+
+
+def test_it_flags_notices_by_code():
+    r, _ = derived("notice")
+    assert r.is_contract_break and r.model == "qwen3-8b"
+    r, _ = derived("notice", code="route.fallback_to_primary",
+                   detail={"seat": "c", "from": "a", "to": "b", "cause": "x"})
+    assert r.is_fallback and not r.is_contract_break
+    r, d = derived("notice", code="engine.other", level="error", detail={})
+    assert r.is_error and d["known_code"] is False
+
+
+def test_it_flags_refused_forced_tool_choices():
+    r, d = derived("provider.error")
+    assert d["tool_choice_refused"] and r.is_error and r.model == "claude-opus-5-5"
+    r, d = derived("provider.error", error="RateLimitError", toolChoice=None)
+    assert not d["tool_choice_refused"]
+
+
+def test_it_sums_model_call_tokens_and_keeps_the_duration():
+    r, d = derived("model_call")
+    assert d["total_tokens"] == 9300 and r.latency_ms == 1800.0 and r.outcome == "toolUse"
+
+
+def test_it_flags_reliability_fallbacks_and_fail_fast_errors():
+    r, _ = derived("reliability", type="fallback_triggered", state=None)
+    assert r.is_fallback and not r.is_error
+    r, _ = derived("reliability", type="fail_fast", state=None)
+    assert r.is_error

@@ -1,0 +1,78 @@
+"""Settings come from the environment and fail loudly on malformed values."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_bool, env_int, env_rate, env_size, parse_rate
+
+
+@pytest.mark.parametrize(("value", "expected"), [("1", True), ("yes", True), ("off", False), ("", False)])
+def test_it_reads_booleans(monkeypatch, value, expected):
+    monkeypatch.setenv("X_FLAG", value)
+    assert env_bool("X_FLAG") is expected
+
+
+@pytest.mark.parametrize(
+    ("reader", "value", "words"),
+    [
+        (lambda: env_bool("X_VAL"), "maybe", "is not a boolean"),
+        (lambda: env_int("X_VAL", 1), "ten", "is not an integer"),
+        (lambda: env_int("X_VAL", 1, minimum=1), "0", "is below the minimum, 1"),
+        (lambda: env_size("X_VAL", "5MB"), "five megs", "is not a size"),
+        (lambda: env_rate("X_VAL", "1/s"), "fast", "is not a rate"),
+    ],
+)
+def test_it_names_the_variable_of_a_malformed_setting(monkeypatch, reader, value, words):
+    monkeypatch.setenv("X_VAL", value)
+    with pytest.raises(ImproperlyConfigured, match=f"X_VAL={value!r} {words}"):
+        reader()
+
+
+def test_it_parses_rates_and_sizes(monkeypatch):
+    assert parse_rate("1000/s") == (1000, 1)
+    assert parse_rate("600/5min") == (600, 300)
+    monkeypatch.setenv("X_SIZE", "256KB")
+    assert env_size("X_SIZE", "1") == 262144
+
+
+def _settings_in_subprocess(**env) -> subprocess.CompletedProcess:
+    code = ("import django, os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings'; "
+            "django.setup(); from django.conf import settings as s; "
+            "print(s.DATABASES['default']['ENGINE'], s.DEBUG, s.CELERY_BROKER_URL.split(':')[0])")
+    full_env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DEBUG")}
+    full_env.update(env)
+    return subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True, text=True)
+
+
+def test_it_defaults_to_sqlite_the_filesystem_broker_and_debug_off(tmp_path):
+    out = _settings_in_subprocess(DECISIONBOARD_VAR_DIR=str(tmp_path))
+    assert out.stdout.split() == ["django.db.backends.sqlite3", "False", "filesystem"], out.stderr
+
+
+def test_it_switches_to_postgresql_and_redis_from_the_environment(tmp_path):
+    out = _settings_in_subprocess(
+        DECISIONBOARD_VAR_DIR=str(tmp_path), DATABASE_URL="postgres://u@db:5432/x",
+        REDIS_URL="redis://cache:6379/0", DEBUG="1",
+    )
+    assert out.stdout.split() == ["django.db.backends.postgresql", "True", "redis"], out.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"DATABASE_URL": "mysql://u@h/db"}, "Decisionboard runs on PostgreSQL or SQLite"),
+        ({"DATABASE_URL": "nonsense"}, "DATABASE_URL"),
+        ({"DEBUG": "sometimes"}, "DEBUG='sometimes' is not a boolean"),
+        ({"DECISIONBOARD_INGEST_MAX_BODY": "big"}, "DECISIONBOARD_INGEST_MAX_BODY"),
+    ],
+)
+def test_it_refuses_to_start_on_a_malformed_setting(tmp_path, env, words):
+    out = _settings_in_subprocess(DECISIONBOARD_VAR_DIR=str(tmp_path), **env)
+    assert out.returncode != 0
+    assert "ImproperlyConfigured" in out.stderr and words in out.stderr

@@ -1,0 +1,129 @@
+"""Start the whole product: migrate, demo data, an operator login, web, Celery worker and beat.
+
+`bin/start` runs this after installing. It is for a laptop or a demo box; production runs
+gunicorn and `celery -A config worker` / `celery -A config beat` under its own supervisor.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from records.models import ApiKey, Project, Record
+
+
+class Command(BaseCommand):
+    help = "Run web (gunicorn), a Celery worker with beat, and load demo data on first start."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--web-workers", type=int, default=2)
+        parser.add_argument("--demo-records", type=int, default=20000,
+                            help="demo records to load when the demo project is empty (0: none)")
+        parser.add_argument("--demo-runs", type=int, default=200)
+
+    def handle(self, *args, host, port, web_workers, demo_records, demo_runs, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("Database ready.")
+        demo = Project.objects.filter(name="demo").first()
+        if demo_records and (demo is None or not Record.objects.filter(project=demo).exists()):
+            self.stdout.write(f"Loading {demo_records:,} demo records…")
+            call_command("seed_demo", project="demo", records=demo_records, runs=demo_runs,
+                         stdout=self.stdout)
+        username, password = self._operator()
+        api_key = self._demo_key()
+
+        children = self._start_children(host, port, web_workers)
+        url = f"http://{host}:{port}/"
+        self.stdout.write(
+            "\n"
+            f"Decisionboard is running at {url}\n"
+            f"  log in as:   {username} / {password}\n"
+            f"  ingest key:  {api_key}   (project demo)\n"
+            f"  post:        curl -H 'Authorization: Bearer {api_key}' "
+            f"-H 'Content-Type: application/json' --data @record.json {url}api/v1/records\n"
+            f"  database:    {settings.DATABASES['default']['NAME']}\n"
+            f"  broker:      {settings.CELERY_BROKER_URL}\n"
+            "Stop with Ctrl-C.\n"
+        )
+        self.stdout.flush()
+        self._supervise(children)
+
+    def _operator(self) -> tuple[str, str]:
+        """The operator login, created once; its password is kept in var/ to print each start."""
+        username = "admin"
+        secret_file = Path(settings.VAR_DIR) / "operator_password"
+        user_model = get_user_model()
+        user = user_model.objects.filter(username=username).first()
+        if user is not None and secret_file.exists():
+            return username, secret_file.read_text().strip()
+        password = secrets.token_urlsafe(12)
+        if user is None:
+            user_model.objects.create_superuser(username, "", password)
+        else:
+            user.set_password(password)
+            user.save(update_fields=["password"])
+        secret_file.write_text(password)
+        secret_file.chmod(0o600)
+        return username, password
+
+    def _demo_key(self) -> str:
+        key_file = Path(settings.VAR_DIR) / "demo_api_key"
+        if key_file.exists():
+            return key_file.read_text().strip()
+        project, _ = Project.objects.get_or_create(name="demo")
+        _, raw = ApiKey.issue(project, ApiKey.Scope.ALL, name="demo (bin/start)")
+        key_file.write_text(raw)
+        key_file.chmod(0o600)
+        return raw
+
+    def _start_children(self, host: str, port: int, web_workers: int) -> list[subprocess.Popen]:
+        bin_dir = Path(sys.executable).parent
+        web = [str(bin_dir / "gunicorn"), "config.wsgi", "--bind", f"{host}:{port}",
+               "--workers", str(web_workers), "--access-logfile", "-", "--graceful-timeout", "5"]
+        worker = [str(bin_dir / "celery"), "-A", "config", "worker", "--beat",
+                  "--loglevel", "INFO", "--concurrency", "2",
+                  "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME]
+        cwd = settings.BASE_DIR
+        # Each child leads its own process group so that stopping takes its workers with it.
+        return [subprocess.Popen(cmd, cwd=cwd, start_new_session=True) for cmd in (web, worker)]
+
+    def _supervise(self, children: list[subprocess.Popen]) -> None:
+        stopping = False
+
+        def stop(*_):
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        try:
+            while not stopping:
+                dead = [c for c in children if c.poll() is not None]
+                if dead:
+                    self.stderr.write(f"{dead[0].args[0]} exited with {dead[0].returncode}; stopping.")
+                    break
+                time.sleep(0.5)
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    os.killpg(child.pid, signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            for child in children:
+                try:
+                    child.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    os.killpg(child.pid, signal.SIGKILL)
+        if not stopping:
+            raise SystemExit(1)
