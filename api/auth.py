@@ -44,21 +44,9 @@ class ApiKeyAuthentication(BaseAuthentication):
         return 'Bearer realm="decisionboard"'
 
 
-class _KeyScope(BasePermission):
-    scope = ""
-
-    @property
-    def message(self) -> str:
-        return f"This API key lacks the {self.scope} scope."
+class CanIngest(BasePermission):
+    message = "This API key lacks the ingest scope."
 
     def has_permission(self, request, view) -> bool:
         key = request.auth
-        return isinstance(key, ApiKey) and key.allows(self.scope)
-
-
-class CanIngest(_KeyScope):
-    scope = ApiKey.Scope.INGEST
-
-
-class CanRead(_KeyScope):
-    scope = ApiKey.Scope.READ
+        return isinstance(key, ApiKey) and key.allows(ApiKey.Scope.INGEST)

@@ -24,6 +24,7 @@ from api.auth import CanIngest
 from api.throttles import KeyRateThrottle
 from records.normalise import Limits, NormalisedRecord, normalise
 from records.store import store_records
+from workers.dispatch import request_catch_up
 
 JSON_TYPES = {"application/json"}
 NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl"}
@@ -71,6 +72,8 @@ class IngestView(APIView):
             else:
                 rejected.append({"index": index, "id": _posted_id(raw), "errors": result})
         stored = store_records(request.auth.project_id, valid, now)
+        if stored.accepted:
+            request_catch_up()  # after the commit; best effort
         rejected.sort(key=lambda r: r["index"])
         return Response(
             {"accepted": stored.accepted, "duplicates": stored.duplicates, "rejected": rejected},

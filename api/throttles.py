@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import time
 
 from django.conf import settings
@@ -8,12 +9,15 @@ from rest_framework.throttling import BaseThrottle
 
 from config.env import parse_rate
 
+log = logging.getLogger(__name__)
+
 
 class KeyRateThrottle(BaseThrottle):
     """A fixed-window request counter per API key, in the cache (Redis when REDIS_URL is set).
 
     One cache increment a request, whatever the rate, unlike DRF's SimpleRateThrottle which keeps
-    every request's timestamp. The key's own `rate_limit` overrides the setting.
+    every request's timestamp. The key's own `rate_limit` overrides the setting. If the cache
+    (Redis) is down the limit is not enforced: ingest never depends on Redis.
     """
 
     def allow_request(self, request, view) -> bool:
@@ -22,16 +26,23 @@ class KeyRateThrottle(BaseThrottle):
         now = time.time()
         window = int(now // period)
         cache_key = f"rate:{key.pk}:{period}:{window}"
-        if cache.add(cache_key, 1, timeout=period + 1):
-            count = 1
-        else:
-            try:
-                count = cache.incr(cache_key)
-            except ValueError:  # the window expired between add() and incr()
-                cache.add(cache_key, 1, timeout=period + 1)
-                count = 1
         self._wait = (window + 1) * period - now
+        try:
+            count = self._count(cache_key, period)
+        except Exception as exc:  # the cache backend's own errors: fail open, loudly
+            log.warning("rate limit not enforced: the cache is unavailable (%s)", exc)
+            return True
         return count <= limit
+
+    @staticmethod
+    def _count(cache_key: str, period: int) -> int:
+        if cache.add(cache_key, 1, timeout=period + 1):
+            return 1
+        try:
+            return cache.incr(cache_key)
+        except ValueError:  # the window expired between add() and incr()
+            cache.add(cache_key, 1, timeout=period + 1)
+            return 1
 
     def wait(self) -> float:
         return self._wait

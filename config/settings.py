@@ -6,6 +6,7 @@ DATABASE_URL switches to PostgreSQL and REDIS_URL to Redis for the broker and th
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_int, env_rate, env_size, env_str
+from workers.schedule import BEAT_SCHEDULE
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("DECISIONBOARD_VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -35,7 +37,9 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-ALLOWED_HOSTS = [h.strip() for h in env_str("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")]
+ALLOWED_HOSTS = [
+    h.strip() for h in env_str("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
+]
 CSRF_TRUSTED_ORIGINS = [o for o in (env_str("CSRF_TRUSTED_ORIGINS", "") or "").split(",") if o]
 
 INSTALLED_APPS = [
@@ -96,7 +100,9 @@ def _databases() -> dict:
                     "transaction_mode": "IMMEDIATE",
                     "timeout": 30,
                 },
-                "TEST": {"NAME": str(VAR_DIR / "test.sqlite3")},
+                # A file (not :memory:) so that the worker and web subprocesses of the
+                # integration tests share it; one per test process so that runs don't collide.
+                "TEST": {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")},
             }
         }
     try:
@@ -116,8 +122,15 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env_str("REDIS_URL")
 
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": REDIS_URL, "KEY_PREFIX": "decisionboard"}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "decisionboard",
+            # Fail fast: the cache only serves rate limits and debouncing, never the ingest answer.
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+        }
+    }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
@@ -167,6 +180,8 @@ DECISIONBOARD = {
     "MAX_DATA_BYTES": env_size("DECISIONBOARD_MAX_DATA_BYTES", "256KB"),
     "MAX_ARRAY_ITEMS": env_int("DECISIONBOARD_MAX_ARRAY_ITEMS", 1000, minimum=1),
     "MAX_FUTURE_SECONDS": env_int("DECISIONBOARD_MAX_FUTURE_SECONDS", 300, minimum=0),
+    # After each ingest commit, enqueue a (debounced) catch-up so rollups follow within seconds.
+    "NUDGE_WORKERS": env_bool("DECISIONBOARD_NUDGE_WORKERS", True),
 }
 
 # Celery: Redis when REDIS_URL is set, otherwise kombu's filesystem transport under var/ so that
@@ -174,7 +189,12 @@ DECISIONBOARD = {
 CELERY_BROKER_DIR = VAR_DIR / "broker"
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    # Short socket timeouts: a nudge from ingest must fail fast when Redis is unreachable.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": 3600,
+        "socket_connect_timeout": 1,
+        "socket_timeout": 5,
+    }
 else:
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -193,7 +213,7 @@ CELERY_RESULT_BACKEND = None
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-from workers.schedule import BEAT_SCHEDULE as CELERY_BEAT_SCHEDULE  # noqa: E402
+CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
 
 LOGGING = {
     "version": 1,

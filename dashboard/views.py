@@ -11,6 +11,8 @@ from workers.heartbeat import last_seen
 def overview(request):
     projects = Project.objects.order_by("name")
     recent_runs = Run.objects.select_related("project").order_by("-last_ts", "-id")[:50]
-    return render(request, "dashboard/overview.html",
-                  {"projects": projects, "recent_runs": recent_runs,
-                   "worker_last_seen": last_seen()})
+    return render(
+        request,
+        "dashboard/overview.html",
+        {"projects": projects, "recent_runs": recent_runs, "worker_last_seen": last_seen()},
+    )

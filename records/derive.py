@@ -39,30 +39,43 @@ def derive_pick(d: s.Pick) -> Derived:
     doors = [name for name in d.served if name not in offered]
     usage = d.usage or s.PickUsage()
     return Derived(
-        model=d.classifier.model, iteration=d.iteration, latency_ms=d.latencyMs,
-        skip_reason=d.narrowedSkipped, rollup_key=d.narrowedSkipped or "",
-        tokens_in=usage.inputTokens, tokens_out=usage.outputTokens, fields={"doors": doors},
+        model=d.classifier.model,
+        iteration=d.iteration,
+        latency_ms=d.latencyMs,
+        skip_reason=d.narrowedSkipped,
+        rollup_key=d.narrowedSkipped or "",
+        tokens_in=usage.inputTokens,
+        tokens_out=usage.outputTokens,
+        fields={"doors": doors},
     )
 
 
 def derive_pick_error(d: s.PickError) -> Derived:
     return Derived(
-        model=d.classifier.model, iteration=d.iteration, latency_ms=d.latencyMs,
-        skip_reason=d.narrowedSkipped, is_error=True, rollup_key=d.narrowedSkipped or "",
+        model=d.classifier.model,
+        iteration=d.iteration,
+        latency_ms=d.latencyMs,
+        skip_reason=d.narrowedSkipped,
+        is_error=True,
+        rollup_key=d.narrowedSkipped or "",
     )
 
 
 def derive_outcome(d: s.Outcome) -> Derived:
     agreement = {True: "agree", False: "disagree", None: ""}[d.firstAgrees]
-    return Derived(iteration=d.iteration, rollup_key=agreement,
-                   fields={"missed": d.miss is not None})
+    return Derived(
+        iteration=d.iteration, rollup_key=agreement, fields={"missed": d.miss is not None}
+    )
 
 
 def derive_model_selection(d: s.ModelSelection) -> Derived:
     swap = d.selected_model != d.default_model
     switch = d.previous_model is not None and d.previous_model != d.selected_model
     return Derived(
-        model=d.default_model, iteration=d.step, is_swap=swap, rollup_key=d.selected_model,
+        model=d.default_model,
+        iteration=d.step,
+        is_swap=swap,
+        rollup_key=d.selected_model,
         fields={"swap": swap, "switch": switch, "selected_model": d.selected_model},
     )
 
@@ -127,7 +140,9 @@ def derive_turn(d: s.Turn) -> Derived:
         else:
             decision = _envelope_decision(d.text or "")
     return Derived(
-        latency_ms=d.durationMs, outcome=decision, is_error=d.executionError is not None,
+        latency_ms=d.durationMs,
+        outcome=decision,
+        is_error=d.executionError is not None,
         rollup_key=f"{decision}|{protocol}|{int(bool(invented))}",
         fields={"protocol": protocol, "decision": decision, "calls": calls, "invented": invented},
     )
@@ -139,9 +154,12 @@ def derive_verdict(d: s.Verdict) -> Derived:
     verdict_class = d.verdict if d.outcome == "ruled" else d.outcome
     attempt = "reask" if d.reask else f"rung{d.rung}"
     return Derived(
-        model=d.model, latency_ms=d.wallMs, outcome=verdict_class,
+        model=d.model,
+        latency_ms=d.wallMs,
+        outcome=verdict_class,
         rollup_key=f"{verdict_class}|{attempt}|{d.seatModel or d.model}",
-        is_fallback=ladder_fallback, is_contract_break=d.outcome == "parse_error",
+        is_fallback=ladder_fallback,
+        is_contract_break=d.outcome == "parse_error",
         fields={"ladder_fallback": ladder_fallback, "seat_model": d.seatModel or d.model},
     )
 
@@ -156,7 +174,8 @@ def derive_notice(d: s.Notice) -> Derived:
         outcome=d.level,
         is_fallback=d.code in _FALLBACK_NOTICES,
         is_contract_break=d.code == "classifier.contract_broken",
-        is_error=d.level == "error", rollup_key=d.code,
+        is_error=d.level == "error",
+        rollup_key=d.code,
         fields={"known_code": d.code in s.NOTICE_DETAILS},
     )
 
@@ -164,7 +183,9 @@ def derive_notice(d: s.Notice) -> Derived:
 def derive_provider_error(d: s.ProviderError) -> Derived:
     refused = d.toolChoice is not None or d.error == "UnsupportedToolChoiceError"
     return Derived(
-        model=d.model, outcome=d.error, is_error=True,
+        model=d.model,
+        outcome=d.error,
+        is_error=True,
         rollup_key=f"{d.provider}|{d.error}|{int(refused)}",
         fields={"tool_choice_refused": refused},
     )
@@ -172,7 +193,8 @@ def derive_provider_error(d: s.ProviderError) -> Derived:
 
 def derive_reliability(d: s.Reliability) -> Derived:
     return Derived(
-        outcome=d.type, rollup_key=d.type,
+        outcome=d.type,
+        rollup_key=d.type,
         is_fallback=d.type == "fallback_triggered",
         is_error=d.type == "fail_fast",
     )
@@ -182,7 +204,12 @@ def derive_model_call(d: s.ModelCall) -> Derived:
     u = d.usage
     total = u.input + u.output + (u.cacheRead or 0) + (u.cacheWrite or 0) + (u.thinking or 0)
     return Derived(
-        model=d.model, iteration=d.iteration, latency_ms=d.durationMs, outcome=d.stopReason,
-        rollup_key=d.provider, tokens_in=u.input, tokens_out=u.output,
+        model=d.model,
+        iteration=d.iteration,
+        latency_ms=d.durationMs,
+        outcome=d.stopReason,
+        rollup_key=d.provider,
+        tokens_in=u.input,
+        tokens_out=u.output,
         fields={"total_tokens": total},
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -22,6 +23,23 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Membership(models.Model):
+    """An operator's access to a project's pages and read API (superusers see every project)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "project"], name="membership_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.project}"
 
 
 class ApiKey(models.Model):
@@ -48,7 +66,9 @@ class ApiKey(models.Model):
         return f"{self.prefix}… ({self.project}, {self.scope})"
 
     @classmethod
-    def issue(cls, project: Project, scope: str = Scope.INGEST, name: str = "") -> tuple[ApiKey, str]:
+    def issue(
+        cls, project: Project, scope: str = Scope.INGEST, name: str = ""
+    ) -> tuple[ApiKey, str]:
         """Create a key and return it with the raw secret, which is never stored or shown again."""
         raw = KEY_PREFIX + secrets.token_urlsafe(32)
         key = cls.objects.create(
@@ -76,6 +96,13 @@ class Run(models.Model):
     last_ts = models.DateTimeField()
     record_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
+    # The run summary, kept by the workers' catch-up pass (workers lag ingest by seconds).
+    kind_counts = models.JSONField(default=dict)
+    models_seen = models.JSONField(default=list)
+    has_swap = models.BooleanField(default=False)
+    has_fallback = models.BooleanField(default=False)
+    has_error = models.BooleanField(default=False)
+    has_contract_break = models.BooleanField(default=False)
 
     class Meta:
         constraints = [
@@ -138,3 +165,74 @@ class Record(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.run_id} {self.ts:%Y-%m-%dT%H:%M:%S}"
+
+
+class Watermark(models.Model):
+    """How far the catch-up pass has read the records table: every id <= last_id is rolled up."""
+
+    name = models.CharField(max_length=50, unique=True)
+    last_id = models.BigIntegerField(default=0)
+    last_pass_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.last_id}"
+
+
+class Grain(models.TextChoices):
+    MINUTE = "minute"
+    HOUR = "hour"
+    DAY = "day"
+
+
+class Rollup(models.Model):
+    """Counts, token sums and a latency sketch of one kind's records in one time bucket.
+
+    One row per (project, grain, bucket, kind, agent, model, key): `model` is the model the
+    metric groups by (records.derive) and `key` what the kind is split by within it. Metrics are
+    computed from these rows only (records.metrics), never from raw records.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    grain = models.CharField(max_length=6, choices=Grain.choices)
+    bucket = models.DateTimeField()
+    kind = models.CharField(max_length=40)
+    agent = models.CharField(max_length=200, default="", blank=True)
+    model = models.CharField(max_length=200, default="", blank=True)
+    key = models.CharField(max_length=450, default="", blank=True)
+    count = models.BigIntegerField(default=0)
+    tokens_in = models.BigIntegerField(default=0)
+    tokens_out = models.BigIntegerField(default=0)
+    latency_sum = models.FloatField(default=0)
+    sketch = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "grain", "bucket", "kind", "agent", "model", "key"],
+                name="rollup_unique",
+            )
+        ]
+        indexes = [models.Index(fields=["project", "grain", "kind", "bucket"], name="rollup_read")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.grain} {self.bucket:%Y-%m-%dT%H:%M} {self.model} {self.key}"
+
+
+class Streak(models.Model):
+    """The contract-broken streak of one model (DESIGN §4), in verdict `ts` order."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    model = models.CharField(max_length=200)
+    current = models.PositiveIntegerField(default=0)
+    longest = models.PositiveIntegerField(default=0)
+    last_broken_at = models.DateTimeField(null=True, blank=True)
+    # The last verdict applied, in (ts, record_key) order: a verdict sorting before it arrived
+    # late, and the streak is recomputed from the model's verdicts.
+    last_ts = models.DateTimeField(null=True, blank=True)
+    last_key = models.CharField(max_length=200, default="", blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "model"], name="streak_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.model}: {self.current} (longest {self.longest})"

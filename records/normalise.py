@@ -79,7 +79,9 @@ def normalise(
     errors: Errors = {}
     if envelope.ts > now + limits.max_future:
         minutes = int(limits.max_future.total_seconds() // 60)
-        errors["ts"] = [f"is more than {minutes} minutes in the future (server time {now:%Y-%m-%dT%H:%M:%SZ})"]
+        errors["ts"] = [
+            f"is more than {minutes} minutes in the future (server time {now:%Y-%m-%dT%H:%M:%SZ})"
+        ]
     kind = raw["kind"]
     data = raw["data"]
     if kind == "notice":
@@ -192,8 +194,14 @@ def _scrub(value: Any, path: str, sanitized: list[str], errors: Errors) -> Any:
 # --- error messages ----------------------------------------------------------------------------
 _AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _TYPE_WORDS = {
-    "float": "a number", "int": "an integer", "str": "a string", "bool": "true or false",
-    "array": "an array", "object": "an object", "null": "null", "datetime": "a timestamp",
+    "float": "a number",
+    "int": "an integer",
+    "str": "a string",
+    "bool": "true or false",
+    "array": "an array",
+    "object": "an object",
+    "null": "null",
+    "datetime": "a timestamp",
 }
 _TIMESTAMP = "must be an RFC 3339 timestamp with an offset, e.g. 2026-11-20T09:00:00Z"
 
@@ -236,7 +244,11 @@ def translate_error(message: str, kind: Any, *, prefix: str = "", root: Any = No
         word = "at most" if m.group(1) == "<=" else "at least"
         return {path: [f"must be {word} {m.group(2)} characters"]}
     if m := re.match(r"Expected `(array|object)` of length <= (\d+)$", text):
-        return {path: [f"must have at most {m.group(2)} {'items' if m.group(1) == 'array' else 'entries'}"]}
+        return {
+            path: [
+                f"must have at most {m.group(2)} {'items' if m.group(1) == 'array' else 'entries'}"
+            ]
+        }
     if text.startswith("Expected `str` matching regex"):
         return {path: ["must be a dotted code, e.g. classifier.fallback"]}
     if m := re.match(r"Expected `([^`]+)`, got `([^`]+)`$", text):
@@ -251,7 +263,7 @@ def _allowed_values(root: Any, kind: Any, path: str, prefix: str) -> tuple:
     if root is None:
         root = schema.ENVELOPES.get(kind)
     if prefix:
-        path = path[len(prefix):].lstrip(".")
+        path = path[len(prefix) :].lstrip(".")
     node = msgspec.inspect.type_info(root) if root is not None else None
     for part in re.findall(r"[^.\[\]]+|\[[^\]]*\]", path):
         node = _unwrap(node)

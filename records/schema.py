@@ -81,7 +81,7 @@ class Pick(Struct, kw_only=True):
     def __post_init__(self) -> None:
         scores = [tool.score for tool in self.ranked]
         _require(
-            all(a >= b for a, b in zip(scores, scores[1:])),
+            all(a >= b for a, b in zip(scores, scores[1:], strict=False)),
             "ranked",
             "must be ordered highest score first",
         )
@@ -156,8 +156,11 @@ class ControlTool(Struct):
     name: Name | None = None
 
     def __post_init__(self) -> None:
-        _require(self.kind != "subAgent" or self.name is not None, "name",
-                 "is required for a subAgent control tool")
+        _require(
+            self.kind != "subAgent" or self.name is not None,
+            "name",
+            "is required for a subAgent control tool",
+        )
 
 
 class Turn(Struct, kw_only=True):
@@ -192,13 +195,21 @@ class Verdict(Struct, kw_only=True):
 
     def __post_init__(self) -> None:
         ruled = self.outcome == "ruled"
-        _require(not ruled or self.verdict is not None, "verdict", "is required when outcome is ruled")
+        _require(
+            not ruled or self.verdict is not None, "verdict", "is required when outcome is ruled"
+        )
         _require(ruled or self.verdict is None, "verdict", "is given only when outcome is ruled")
-        _require(self.form is None or self.outcome == "parse_error", "form",
-                 "is given only when outcome is parse_error")
+        _require(
+            self.form is None or self.outcome == "parse_error",
+            "form",
+            "is given only when outcome is parse_error",
+        )
         for name in ("cause", "disposition"):
-            _require(getattr(self, name) is None or self.outcome == "unavailable", name,
-                     "is given only when outcome is unavailable")
+            _require(
+                getattr(self, name) is None or self.outcome == "unavailable",
+                name,
+                "is given only when outcome is unavailable",
+            )
 
 
 # --- notice ------------------------------------------------------------------------------------
@@ -318,7 +329,7 @@ class ModelCall(Struct, kw_only=True):
     messagesCount: Count | None = None
 
 
-# --- the envelope ----------------------------------------------------------------------------------
+# --- the envelope ----------------------------------------------------------------------------
 class Envelope(Struct, kw_only=True, forbid_unknown_fields=True, tag_field="kind"):
     id: Id | None = None
     run_id: Id
@@ -332,7 +343,11 @@ def _envelope(kind: str, data_type: type[Struct]) -> type[Envelope]:
     """One envelope class per kind, tagged by `kind`, whose `data` is that kind's payload."""
     name = "".join(part.title() for part in kind.replace(".", "_").split("_")) + "Record"
     return msgspec.defstruct(
-        name, [("data", data_type)], bases=(Envelope,), tag=kind, kw_only=True,
+        name,
+        [("data", data_type)],
+        bases=(Envelope,),
+        tag=kind,
+        kw_only=True,
         module=__name__,
     )
 

@@ -26,11 +26,33 @@ RECORD_TABLE = Record._meta.db_table
 RUN_TABLE = Run._meta.db_table
 # The columns a NormalisedRecord fills, in its field order.
 COLUMNS = (
-    "record_key", "kind", "run_id", "ts", "session_id", "agent", "parent_run_id", "model",
-    "iteration", "latency_ms", "skip_reason", "outcome", "is_swap", "is_fallback", "is_error",
-    "is_contract_break", "rollup_key", "tokens_in", "tokens_out", "data", "derived",
+    "record_key",
+    "kind",
+    "run_id",
+    "ts",
+    "session_id",
+    "agent",
+    "parent_run_id",
+    "model",
+    "iteration",
+    "latency_ms",
+    "skip_reason",
+    "outcome",
+    "is_swap",
+    "is_fallback",
+    "is_error",
+    "is_contract_break",
+    "rollup_key",
+    "tokens_in",
+    "tokens_out",
+    "data",
+    "derived",
 )
-_STAGE_DDL = f"""
+# Kept by the workers (records.rollup); a new run starts with them empty.
+_RUN_SUMMARY_COLUMNS = (
+    "kind_counts, models_seen, has_swap, has_fallback, has_error, has_contract_break"
+)
+_STAGE_DDL = """
 CREATE TEMP TABLE IF NOT EXISTS ingest_stage (
     record_key text, kind text, run_id text, ts timestamptz, session_id text, agent text,
     parent_run_id text, model text, iteration integer, latency_ms double precision,
@@ -48,9 +70,9 @@ WITH ins AS (
 ), runs AS (
     INSERT INTO {RUN_TABLE}
         (project_id, run_id, parent_run_id, agent, session_id, first_ts, last_ts,
-         record_count, created_at)
+         record_count, created_at, {_RUN_SUMMARY_COLUMNS})
     SELECT %(project)s, run_id, max(parent_run_id), max(agent), max(session_id), min(ts),
-           max(ts), count(*), %(now)s
+           max(ts), count(*), %(now)s, '{{}}', '[]', false, false, false, false
     FROM ins GROUP BY run_id ORDER BY run_id
     ON CONFLICT (project_id, run_id) DO UPDATE SET
         first_ts = LEAST({RUN_TABLE}.first_ts, EXCLUDED.first_ts),
@@ -66,8 +88,8 @@ SELECT count(*) FROM ins
 _SQLITE_RUN_UPSERT = f"""
 INSERT INTO {RUN_TABLE}
     (project_id, run_id, parent_run_id, agent, session_id, first_ts, last_ts, record_count,
-     created_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+     created_at, {_RUN_SUMMARY_COLUMNS})
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, '{{}}', '[]', 0, 0, 0, 0)
 ON CONFLICT (project_id, run_id) DO UPDATE SET
     first_ts = min(first_ts, excluded.first_ts),
     last_ts = max(last_ts, excluded.last_ts),
@@ -84,7 +106,9 @@ class StoreResult:
     duplicates: int
 
 
-def store_records(project_id: int, records: Sequence[NormalisedRecord], now: datetime) -> StoreResult:
+def store_records(
+    project_id: int, records: Sequence[NormalisedRecord], now: datetime
+) -> StoreResult:
     """Insert what is new, count the rest as duplicates, and commit before returning."""
     unique: dict[str, NormalisedRecord] = {}
     for record in records:
@@ -103,11 +127,27 @@ def store_records(project_id: int, records: Sequence[NormalisedRecord], now: dat
 def _row(record: NormalisedRecord, ts: object) -> tuple:
     """The COLUMNS of one record; `ts` as the database driver wants it."""
     return (
-        record.record_key, record.kind, record.run_id, ts, record.session_id,
-        record.agent, record.parent_run_id, record.model, record.iteration, record.latency_ms,
-        record.skip_reason, record.outcome, record.is_swap, record.is_fallback, record.is_error,
-        record.is_contract_break, record.rollup_key, record.tokens_in, record.tokens_out,
-        record.data_json, record.derived_json,
+        record.record_key,
+        record.kind,
+        record.run_id,
+        ts,
+        record.session_id,
+        record.agent,
+        record.parent_run_id,
+        record.model,
+        record.iteration,
+        record.latency_ms,
+        record.skip_reason,
+        record.outcome,
+        record.is_swap,
+        record.is_fallback,
+        record.is_error,
+        record.is_contract_break,
+        record.rollup_key,
+        record.tokens_in,
+        record.tokens_out,
+        record.data_json,
+        record.derived_json,
     )
 
 
@@ -150,8 +190,17 @@ def _insert_sqlite(project_id: int, rows: list[NormalisedRecord], now: datetime)
             ts = ops.adapt_datetimefield_value(r.ts)
             run = runs.get(r.run_id)
             if run is None:
-                runs[r.run_id] = [project_id, r.run_id, r.parent_run_id, r.agent, r.session_id,
-                                  ts, ts, 1, received]
+                runs[r.run_id] = [
+                    project_id,
+                    r.run_id,
+                    r.parent_run_id,
+                    r.agent,
+                    r.session_id,
+                    ts,
+                    ts,
+                    1,
+                    received,
+                ]
             else:
                 run[2] = run[2] or r.parent_run_id
                 run[3] = run[3] or r.agent

@@ -27,6 +27,12 @@ def need_service(available: bool, what: str) -> None:
     pytest.skip(f"{what} is not available")
 
 
+@pytest.fixture(autouse=True)
+def _no_worker_nudges(settings):
+    """Ingest enqueues nothing unless a test runs a worker (tests/test_worker_integration.py)."""
+    settings.DECISIONBOARD = {**settings.DECISIONBOARD, "NUDGE_WORKERS": False}
+
+
 @pytest.fixture
 def postgres(db):
     need_service(connection.vendor == "postgresql", "PostgreSQL (set DATABASE_URL)")

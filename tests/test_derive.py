@@ -19,15 +19,24 @@ def derived(kind, **data):
 
 
 def test_it_derives_doors_as_served_minus_offered_in_served_order():
-    _, d = derived("tool_choice.pick", offered=["a", "b", "c"], ranked=[], chosen="a",
-                   served=["a", "list_skills", "b", "present"])
+    _, d = derived(
+        "tool_choice.pick",
+        offered=["a", "b", "c"],
+        ranked=[],
+        chosen="a",
+        served=["a", "list_skills", "b", "present"],
+    )
     assert d["doors"] == ["list_skills", "present"]
 
 
 def test_it_facets_a_pick_by_classifier_model_latency_and_skip_reason():
     r, _ = derived("tool_choice.pick", narrowed=False, narrowedSkipped="after-miss")
     assert (r.model, r.latency_ms, r.skip_reason, r.iteration) == (
-        "claude-haiku-4-5", 140.5, "after-miss", 0)
+        "claude-haiku-4-5",
+        140.5,
+        "after-miss",
+        0,
+    )
 
 
 def test_it_marks_a_pick_error_as_an_error():
@@ -130,8 +139,11 @@ def test_it_groups_verdicts_by_seat_model_or_model_and_counts_the_mix():
 def test_it_flags_notices_by_code():
     r, _ = derived("notice")
     assert r.is_contract_break and r.model == "qwen3-8b"
-    r, _ = derived("notice", code="route.fallback_to_primary",
-                   detail={"seat": "c", "from": "a", "to": "b", "cause": "x"})
+    r, _ = derived(
+        "notice",
+        code="route.fallback_to_primary",
+        detail={"seat": "c", "from": "a", "to": "b", "cause": "x"},
+    )
     assert r.is_fallback and not r.is_contract_break
     r, d = derived("notice", code="engine.other", level="error", detail={})
     assert r.is_error and d["known_code"] is False

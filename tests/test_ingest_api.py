@@ -47,8 +47,11 @@ def test_it_accepts_ndjson_and_skips_blank_lines(alice):
 
 
 def test_it_stores_the_envelope_facets_data_and_derived_fields(alice):
-    raw = record("model_selection", parent_run_id="run-0",
-                 data={"selected_model": "gpt-5", "vendorField": {"x": 1}})
+    raw = record(
+        "model_selection",
+        parent_run_id="run-0",
+        data={"selected_model": "gpt-5", "vendorField": {"x": 1}},
+    )
     post(alice.client(), raw)
     stored = Record.objects.get(record_key=raw["id"])
     assert stored.kind == "model_selection" and stored.run_id == "run-1"
@@ -63,8 +66,15 @@ def test_it_stores_the_envelope_facets_data_and_derived_fields(alice):
 def test_it_creates_a_run_on_first_sight_and_widens_it_after(alice):
     client = alice.client()
     post(client, record(run_id="r1", ts="2026-11-20T09:00:05Z", parent_run_id="r0"))
-    post(client, {"records": [record(run_id="r1", ts="2026-11-20T09:00:01Z"),
-                              record(run_id="r1", ts="2026-11-20T09:00:09Z")]})
+    post(
+        client,
+        {
+            "records": [
+                record(run_id="r1", ts="2026-11-20T09:00:01Z"),
+                record(run_id="r1", ts="2026-11-20T09:00:09Z"),
+            ]
+        },
+    )
     run = Run.objects.get(project=alice.project, run_id="r1")
     assert run.first_ts.isoformat() == "2026-11-20T09:00:01+00:00"
     assert run.last_ts.isoformat() == "2026-11-20T09:00:09+00:00"
@@ -101,15 +111,25 @@ def test_it_rejects_one_unreadable_ndjson_line_and_keeps_the_others(alice):
 
 def test_it_rejects_only_the_record_with_a_number_beyond_the_float_range(alice):
     good = orjson.dumps(record()).decode()
-    bad = orjson.dumps(record("tool_choice.pick")).decode().replace('"confidence":0.6', '"confidence":1e400')
+    bad = (
+        orjson.dumps(record("tool_choice.pick"))
+        .decode()
+        .replace('"confidence":0.6', '"confidence":1e400')
+    )
     response = post(alice.client(), f'{{"records": [{good}, {bad}]}}')
     assert response.status_code == 207
-    assert response.json()["rejected"][0]["errors"] == {"data.confidence": ["must be a finite number"]}
+    assert response.json()["rejected"][0]["errors"] == {
+        "data.confidence": ["must be a finite number"]
+    }
     assert response.json()["accepted"] == 1
 
 
 def test_it_rejects_nan_literals_per_record(alice):
-    bad = orjson.dumps(record("model_call")).decode().replace('"durationMs":1800.0', '"durationMs":NaN')
+    bad = (
+        orjson.dumps(record("model_call"))
+        .decode()
+        .replace('"durationMs":1800.0', '"durationMs":NaN')
+    )
     response = post(alice.client(), f'{{"records": [{bad}]}}')
     assert response.status_code == 207
     assert "finite" in response.json()["rejected"][0]["errors"]["data.durationMs"][0]
@@ -135,7 +155,10 @@ def test_it_deduplicates_records_without_id_by_their_content(alice):
     raw = record("model_call", id=None)
     client = alice.client()
     assert post(client, {"records": [raw, raw]}).json() == {
-        "accepted": 1, "duplicates": 1, "rejected": []}
+        "accepted": 1,
+        "duplicates": 1,
+        "rejected": [],
+    }
     assert post(client, raw).json()["duplicates"] == 1
     other = record("model_call", id=None, data={"durationMs": 5.0})
     assert post(client, other).json()["accepted"] == 1
@@ -162,7 +185,8 @@ def test_it_rejects_a_nul_character_in_the_run_id(alice):
     response = post(alice.client(), record(run_id="run\u00001"))
     assert response.status_code == 207
     assert response.json()["rejected"][0]["errors"] == {
-        "run_id": ["must not contain a NUL character"]}
+        "run_id": ["must not contain a NUL character"]
+    }
 
 
 def test_it_answers_401_without_a_key(alice):
@@ -236,8 +260,14 @@ def test_it_accepts_a_body_just_under_the_limit(alice):
     assert response.json()["accepted"] == 20
 
 
-@override_settings(CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-                                       "LOCATION": "rate-test"}})
+@override_settings(
+    CACHES={
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "rate-test",
+        }
+    }
+)
 def test_it_answers_429_with_retry_after_past_the_key_rate(alice):
     ApiKey.objects.filter(pk=alice.ingest_key_obj.pk).update(rate_limit="2/min")
     client = alice.client()
@@ -265,4 +295,3 @@ def test_it_commits_before_it_answers(alice):
     thread.start()
     thread.join()
     assert seen == [2]
-

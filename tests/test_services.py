@@ -21,8 +21,10 @@ def test_it_runs_the_suite_on_postgresql_when_services_are_required(postgres):
 @pytest.mark.django_db
 def test_it_counts_the_rate_limit_in_redis_so_every_web_process_shares_it(alice):
     redis_url = os.environ.get("REDIS_URL")
-    need_service(bool(redis_url) and settings.CACHES["default"]["BACKEND"].endswith("RedisCache"),
-                 "Redis (set REDIS_URL)")
+    need_service(
+        bool(redis_url) and settings.CACHES["default"]["BACKEND"].endswith("RedisCache"),
+        "Redis (set REDIS_URL)",
+    )
     import redis
 
     cache.clear()

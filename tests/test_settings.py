@@ -12,7 +12,9 @@ from django.core.exceptions import ImproperlyConfigured
 from config.env import env_bool, env_int, env_rate, env_size, parse_rate
 
 
-@pytest.mark.parametrize(("value", "expected"), [("1", True), ("yes", True), ("off", False), ("", False)])
+@pytest.mark.parametrize(
+    ("value", "expected"), [("1", True), ("yes", True), ("off", False), ("", False)]
+)
 def test_it_reads_booleans(monkeypatch, value, expected):
     monkeypatch.setenv("X_FLAG", value)
     assert env_bool("X_FLAG") is expected
@@ -42,12 +44,18 @@ def test_it_parses_rates_and_sizes(monkeypatch):
 
 
 def _settings_in_subprocess(**env) -> subprocess.CompletedProcess:
-    code = ("import django, os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings'; "
-            "django.setup(); from django.conf import settings as s; "
-            "print(s.DATABASES['default']['ENGINE'], s.DEBUG, s.CELERY_BROKER_URL.split(':')[0])")
-    full_env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DEBUG")}
+    code = (
+        "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings'; "
+        "django.setup(); from django.conf import settings as s; "
+        "print(s.DATABASES['default']['ENGINE'], s.DEBUG, s.CELERY_BROKER_URL.split(':')[0])"
+    )
+    full_env = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DEBUG")
+    }
     full_env.update(env)
-    return subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=full_env, capture_output=True, text=True
+    )
 
 
 def test_it_defaults_to_sqlite_the_filesystem_broker_and_debug_off(tmp_path):
@@ -57,8 +65,10 @@ def test_it_defaults_to_sqlite_the_filesystem_broker_and_debug_off(tmp_path):
 
 def test_it_switches_to_postgresql_and_redis_from_the_environment(tmp_path):
     out = _settings_in_subprocess(
-        DECISIONBOARD_VAR_DIR=str(tmp_path), DATABASE_URL="postgres://u@db:5432/x",
-        REDIS_URL="redis://cache:6379/0", DEBUG="1",
+        DECISIONBOARD_VAR_DIR=str(tmp_path),
+        DATABASE_URL="postgres://u@db:5432/x",
+        REDIS_URL="redis://cache:6379/0",
+        DEBUG="1",
     )
     assert out.stdout.split() == ["django.db.backends.postgresql", "True", "redis"], out.stderr
 

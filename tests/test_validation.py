@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
@@ -38,6 +38,7 @@ def test_it_keeps_unknown_fields_inside_data(kind):
 def _without(field):
     def mutate(r):
         del r["data"][field]
+
     return mutate
 
 
@@ -51,21 +52,41 @@ REJECTIONS = [
     ("tool_choice.pick", {"offered": "grep"}, "data.offered", "must be an array"),
     ("tool_choice.pick", {"offered": ["t"] * 1001}, "data.offered", "at most 1000 items"),
     ("tool_choice.pick", {"offered": ["x" * 201]}, "data.offered[0]", "at most 200 characters"),
-    ("tool_choice.pick", {"ranked": [{"name": "a", "score": 0.1}, {"name": "b", "score": "high"}]},
-     "data.ranked[1].score", "must be a number"),
-    ("tool_choice.pick", {"ranked": [{"name": "a", "score": 0.1}, {"name": "b", "score": float("inf")}]},
-     "data.ranked[1].score", "finite"),
-    ("tool_choice.pick", {"ranked": [{"name": "a", "score": float("nan")}]},
-     "data.ranked[0].score", "finite"),
-    ("tool_choice.pick", {"ranked": [{"name": "grep", "score": 0.1}, {"name": "search_docs", "score": 0.6}]},
-     "data.ranked", "highest score first"),
+    (
+        "tool_choice.pick",
+        {"ranked": [{"name": "a", "score": 0.1}, {"name": "b", "score": "high"}]},
+        "data.ranked[1].score",
+        "must be a number",
+    ),
+    (
+        "tool_choice.pick",
+        {"ranked": [{"name": "a", "score": 0.1}, {"name": "b", "score": float("inf")}]},
+        "data.ranked[1].score",
+        "finite",
+    ),
+    (
+        "tool_choice.pick",
+        {"ranked": [{"name": "a", "score": float("nan")}]},
+        "data.ranked[0].score",
+        "finite",
+    ),
+    (
+        "tool_choice.pick",
+        {"ranked": [{"name": "grep", "score": 0.1}, {"name": "search_docs", "score": 0.6}]},
+        "data.ranked",
+        "highest score first",
+    ),
     ("tool_choice.pick", {"chosen": "send_email"}, "data.chosen", "one of offered"),
     ("tool_choice.pick", {"confidence": float("-inf")}, "data.confidence", "finite"),
     ("tool_choice.pick", {"latencyMs": -0.5}, "data.latencyMs", ">= 0"),
     ("tool_choice.pick", {"narrowed": "yes"}, "data.narrowed", "true or false"),
     ("tool_choice.pick", {"narrowed": 1}, "data.narrowed", "true or false"),
-    ("tool_choice.pick", {"narrowedSkipped": "too-many"}, "data.narrowedSkipped",
-     "after-miss, too-few, unavailable, wrap-up"),
+    (
+        "tool_choice.pick",
+        {"narrowedSkipped": "too-many"},
+        "data.narrowedSkipped",
+        "after-miss, too-few, unavailable, wrap-up",
+    ),
     ("tool_choice.pick", {"narrowedSkipped": "too-few"}, "data.narrowedSkipped", "narrowed false"),
     ("tool_choice.pick", {"usage": {"inputTokens": -1}}, "data.usage.inputTokens", ">= 0"),
     ("tool_choice.pick", _without("served"), "data.served", "is required"),
@@ -81,27 +102,47 @@ REJECTIONS = [
     # model_selection
     ("model_selection", {"action": "switch"}, "data.action", "continue, select, stop"),
     ("model_selection", _without("default_model"), "data.default_model", "is required"),
-    ("model_selection", {"request_patch": {"temperature": "hot"}},
-     "data.request_patch.temperature", "must be a number"),
-    ("model_selection", {"capabilities": {"accepts_forced_tool_choice": "no"}},
-     "data.capabilities.accepts_forced_tool_choice", "true or false"),
+    (
+        "model_selection",
+        {"request_patch": {"temperature": "hot"}},
+        "data.request_patch.temperature",
+        "must be a number",
+    ),
+    (
+        "model_selection",
+        {"capabilities": {"accepts_forced_tool_choice": "no"}},
+        "data.capabilities.accepts_forced_tool_choice",
+        "true or false",
+    ),
     ("model_selection", {"step": 2**31}, "data.step", "<= 2147483647"),
     # turn
     ("turn", {"protocol": "xml"}, "data.protocol", "envelope, hybrid, implicit"),
     ("turn", {"toolCalls": [{"arguments": {}}]}, "data.toolCalls[0].name", "is required"),
     ("turn", {"toolNameMap": {"a": 1}}, "data.toolNameMap[...]", "must be a string"),
-    ("turn", {"controlToolMap": {"ask": {"kind": "subAgent"}}}, "data.controlToolMap[...].name",
-     "required for a subAgent"),
-    ("turn", {"controlToolMap": {"ask": {"kind": "handoff"}}}, "data.controlToolMap[...].kind",
-     "chat, payloadChange, subAgent, taskComplete"),
+    (
+        "turn",
+        {"controlToolMap": {"ask": {"kind": "subAgent"}}},
+        "data.controlToolMap[...].name",
+        "required for a subAgent",
+    ),
+    (
+        "turn",
+        {"controlToolMap": {"ask": {"kind": "handoff"}}},
+        "data.controlToolMap[...].kind",
+        "chat, payloadChange, subAgent, taskComplete",
+    ),
     ("turn", {"durationMs": -1}, "data.durationMs", ">= 0"),
     # classifier.verdict
     ("classifier.verdict", {"rung": 2}, "data.rung", "<= 1"),
     ("classifier.verdict", {"seat": "high"}, "data.seat", "low, off, think"),
     ("classifier.verdict", {"outcome": "maybe"}, "data.outcome", "one of"),
     ("classifier.verdict", {"verdict": None}, "data.verdict", "required when outcome is ruled"),
-    ("classifier.verdict", {"outcome": "parse_error", "form": "missing"}, "data.verdict",
-     "only when outcome is ruled"),
+    (
+        "classifier.verdict",
+        {"outcome": "parse_error", "form": "missing"},
+        "data.verdict",
+        "only when outcome is ruled",
+    ),
     ("classifier.verdict", {"form": "missing"}, "data.form", "only when outcome is parse_error"),
     ("classifier.verdict", {"cause": "timeout"}, "data.cause", "only when outcome is unavailable"),
     ("classifier.verdict", {"station": "root"}, "data.station", "ancestor, leg"),
@@ -112,14 +153,30 @@ REJECTIONS = [
     ("notice", {"level": "fatal"}, "data.level", "debug, error, info, warn"),
     ("notice", {"audience": "everyone"}, "data.audience", "one of"),
     ("notice", _without("detail"), "data.detail", "is required"),
-    ("notice", {"detail": {"model": "qwen3-8b", "streak": "two"}}, "data.detail.streak",
-     "must be an integer"),
-    ("notice", {"code": "classifier.role_defaulted", "detail": {"reason": "whim", "model": "m"}},
-     "data.detail.reason", "role_unresolvable"),
-    ("notice", {"code": "classifier.unavailable", "detail": {"toolName": "t"}},
-     "data.detail.toolCallId", "is required"),
-    ("notice", {"code": "route.fallback_to_primary", "detail": {"seat": "c", "to": "m", "cause": "x"}},
-     "data.detail.from", "is required"),
+    (
+        "notice",
+        {"detail": {"model": "qwen3-8b", "streak": "two"}},
+        "data.detail.streak",
+        "must be an integer",
+    ),
+    (
+        "notice",
+        {"code": "classifier.role_defaulted", "detail": {"reason": "whim", "model": "m"}},
+        "data.detail.reason",
+        "role_unresolvable",
+    ),
+    (
+        "notice",
+        {"code": "classifier.unavailable", "detail": {"toolName": "t"}},
+        "data.detail.toolCallId",
+        "is required",
+    ),
+    (
+        "notice",
+        {"code": "route.fallback_to_primary", "detail": {"seat": "c", "to": "m", "cause": "x"}},
+        "data.detail.from",
+        "is required",
+    ),
     # provider.error
     ("provider.error", {"retryable": "no"}, "data.retryable", "true or false"),
     ("provider.error", {"toolChoice": {"name": "present"}}, "data.toolChoice.type", "is required"),
@@ -127,13 +184,23 @@ REJECTIONS = [
     # reliability
     ("reliability", {"type": "exploded"}, "data.type", "circuit_changed"),
     ("reliability", {"state": "ajar"}, "data.state", "closed, half-open, open"),
-    ("reliability", {"type": "retried", "state": None}, "data.attempt", "required when type is retried"),
+    (
+        "reliability",
+        {"type": "retried", "state": None},
+        "data.attempt",
+        "required when type is retried",
+    ),
     ("reliability", {"state": None}, "data.state", "required when type is circuit_changed"),
     ("reliability", {"errorKind": "bad"}, "data.errorKind", "rate-limit"),
     # model_call
     ("model_call", {"usage": {"input": 1}}, "data.usage.output", "is required"),
     ("model_call", {"durationMs": float("nan")}, "data.durationMs", "finite"),
-    ("model_call", {"usage": {"input": 1, "output": 2, "thinking": -3}}, "data.usage.thinking", ">= 0"),
+    (
+        "model_call",
+        {"usage": {"input": 1, "output": 2, "thinking": -3}},
+        "data.usage.thinking",
+        ">= 0",
+    ),
 ]
 
 
@@ -239,10 +306,23 @@ def test_it_uses_the_posted_id_as_the_key():
 
 
 def test_it_never_raises_on_arbitrary_junk():
-    junk = [{}, {"kind": 5}, {"kind": "turn"}, {"kind": "turn", "data": {"toolCalls": [None]}},
-            {"kind": "notice", "run_id": "r", "ts": "2026-11-20T09:00:00Z",
-             "data": {"code": "a.b", "message": "m", "detail": "x"}},
-            {"kind": "turn", "run_id": "r", "ts": "2026-11-20T09:00:00Z",
-             "data": {"toolCalls": {"a": 1}}}]
+    junk = [
+        {},
+        {"kind": 5},
+        {"kind": "turn"},
+        {"kind": "turn", "data": {"toolCalls": [None]}},
+        {
+            "kind": "notice",
+            "run_id": "r",
+            "ts": "2026-11-20T09:00:00Z",
+            "data": {"code": "a.b", "message": "m", "detail": "x"},
+        },
+        {
+            "kind": "turn",
+            "run_id": "r",
+            "ts": "2026-11-20T09:00:00Z",
+            "data": {"toolCalls": {"a": 1}},
+        },
+    ]
     for raw in junk:
         assert isinstance(check(raw), dict)

@@ -5,6 +5,13 @@ from __future__ import annotations
 from workers.queues import Queue
 
 BEAT_SCHEDULE = {
+    # Folds new records into rollups, run summaries and streaks. Ingest also nudges it after each
+    # commit; this catches up whatever a lost nudge or a broker outage left behind.
+    "catch-up": {
+        "task": "workers.tasks.catch_up_task",
+        "schedule": 5.0,
+        "options": {"queue": Queue.DEFAULT, "expires": 5.0},
+    },
     # Proves beat and a worker are both alive; the overview shows how long ago it last ran.
     "heartbeat": {
         "task": "workers.tasks.heartbeat_task",

@@ -29,8 +29,12 @@ class Command(BaseCommand):
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
         parser.add_argument("--web-workers", type=int, default=2)
-        parser.add_argument("--demo-records", type=int, default=20000,
-                            help="demo records to load when the demo project is empty (0: none)")
+        parser.add_argument(
+            "--demo-records",
+            type=int,
+            default=20000,
+            help="demo records to load when the demo project is empty (0: none)",
+        )
         parser.add_argument("--demo-runs", type=int, default=200)
 
     def handle(self, *args, host, port, web_workers, demo_records, demo_runs, **options):
@@ -39,8 +43,13 @@ class Command(BaseCommand):
         demo = Project.objects.filter(name="demo").first()
         if demo_records and (demo is None or not Record.objects.filter(project=demo).exists()):
             self.stdout.write(f"Loading {demo_records:,} demo records…")
-            call_command("seed_demo", project="demo", records=demo_records, runs=demo_runs,
-                         stdout=self.stdout)
+            call_command(
+                "seed_demo",
+                project="demo",
+                records=demo_records,
+                runs=demo_runs,
+                stdout=self.stdout,
+            )
         username, password = self._operator()
         api_key = self._demo_key()
 
@@ -90,11 +99,31 @@ class Command(BaseCommand):
 
     def _start_children(self, host: str, port: int, web_workers: int) -> list[subprocess.Popen]:
         bin_dir = Path(sys.executable).parent
-        web = [str(bin_dir / "gunicorn"), "config.wsgi", "--bind", f"{host}:{port}",
-               "--workers", str(web_workers), "--access-logfile", "-", "--graceful-timeout", "5"]
-        worker = [str(bin_dir / "celery"), "-A", "config", "worker", "--beat",
-                  "--loglevel", "INFO", "--concurrency", "2",
-                  "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME]
+        web = [
+            str(bin_dir / "gunicorn"),
+            "config.wsgi",
+            "--bind",
+            f"{host}:{port}",
+            "--workers",
+            str(web_workers),
+            "--access-logfile",
+            "-",
+            "--graceful-timeout",
+            "5",
+        ]
+        worker = [
+            str(bin_dir / "celery"),
+            "-A",
+            "config",
+            "worker",
+            "--beat",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            "2",
+            "--schedule",
+            settings.CELERY_BEAT_SCHEDULE_FILENAME,
+        ]
         cwd = settings.BASE_DIR
         # Each child leads its own process group so that stopping takes its workers with it.
         return [subprocess.Popen(cmd, cwd=cwd, start_new_session=True) for cmd in (web, worker)]
@@ -112,7 +141,9 @@ class Command(BaseCommand):
             while not stopping:
                 dead = [c for c in children if c.poll() is not None]
                 if dead:
-                    self.stderr.write(f"{dead[0].args[0]} exited with {dead[0].returncode}; stopping.")
+                    self.stderr.write(
+                        f"{dead[0].args[0]} exited with {dead[0].returncode}; stopping."
+                    )
                     break
                 time.sleep(0.5)
         finally:

@@ -1,0 +1,45 @@
+"""Who may read which project: a read-scope key its own, an operator the projects they belong to."""
+
+from __future__ import annotations
+
+from rest_framework.exceptions import NotFound, ParseError, PermissionDenied
+from rest_framework.permissions import BasePermission
+
+from records.models import ApiKey, Project
+
+
+class CanRead(BasePermission):
+    message = "This API key lacks the read scope."
+
+    def has_permission(self, request, view) -> bool:
+        if isinstance(request.auth, ApiKey):
+            return request.auth.allows(ApiKey.Scope.READ)
+        return bool(request.user and request.user.is_authenticated)
+
+
+def projects_for_user(user):
+    if user.is_superuser:
+        return Project.objects.all()
+    return Project.objects.filter(memberships__user=user)
+
+
+def project_for_request(request) -> Project:
+    """The project a read request is about; another project's name is a 404, never a 403."""
+    if isinstance(request.auth, ApiKey):
+        name = request.query_params.get("project")
+        if name and name != request.auth.project.name:
+            raise NotFound("No such project.")
+        return request.auth.project
+    projects = projects_for_user(request.user).order_by("name")
+    name = request.query_params.get("project")
+    if name:
+        project = projects.filter(name=name).first()
+        if project is None:
+            raise NotFound("No such project.")
+        return project
+    first_two = list(projects[:2])
+    if not first_two:
+        raise PermissionDenied("You are not a member of any project.")
+    if len(first_two) > 1:
+        raise ParseError("You belong to several projects: name one with ?project=.")
+    return first_two[0]

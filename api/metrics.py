@@ -1,0 +1,87 @@
+"""GET /api/v1/metrics/{metric} and GET /api/v1/streaks: answered from rollups only."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from api.access import CanRead, project_for_request
+from api.auth import ApiKeyAuthentication
+from records.filters import FilterError, parse_filters
+from records.metrics import MetricError, query_metric
+from records.models import Streak
+from records.rollup import freshness
+
+DEFAULT_RANGE = timedelta(hours=24)
+# Rollups are kept per project, agent and model, not per run or session.
+_NOT_FOR_METRICS = ("run_id", "session_id", "kind", "has")
+
+
+class ReadView(APIView):
+    authentication_classes = [ApiKeyAuthentication, SessionAuthentication]
+    permission_classes = [CanRead]
+
+
+class MetricView(ReadView):
+    def get(self, request, metric: str):
+        project = project_for_request(request)
+        params = request.query_params
+        for name in _NOT_FOR_METRICS:
+            if params.get(name):
+                raise ValidationError(
+                    {
+                        name: [
+                            "is not available for metrics (rollups are kept "
+                            "per agent and model, not per run)"
+                        ]
+                    }
+                )
+        try:
+            filters = parse_filters(params)
+            end = filters.end or timezone.now()
+            start = filters.start or end - DEFAULT_RANGE
+            body = query_metric(
+                project_id=project.pk,
+                name=metric,
+                interval=params.get("interval", "hour"),
+                start=start,
+                end=end,
+                group_by=params.get("group_by") or None,
+                agents=filters.agents,
+                models=filters.models,
+            )
+        except (FilterError, MetricError) as exc:
+            raise ValidationError(
+                {exc.param: [str(exc.args[0]) if isinstance(exc, MetricError) else exc.message]}
+            ) from None
+        body["freshness"] = freshness(project_id=project.pk)
+        return Response(body)
+
+
+class StreakView(ReadView):
+    def get(self, request):
+        project = project_for_request(request)
+        try:
+            models = parse_filters(request.query_params).models
+        except FilterError as exc:
+            raise ValidationError({exc.param: [exc.message]}) from None
+        streaks = Streak.objects.filter(project=project).order_by("-current", "-longest", "model")
+        if models:
+            streaks = streaks.filter(model__in=models)
+        results = [
+            {
+                "model": s.model,
+                "current": s.current,
+                "longest": s.longest,
+                "last_broken_at": s.last_broken_at,
+            }
+            for s in streaks
+        ]
+        return Response(
+            {"results": results, "next": None, "freshness": freshness(project_id=project.pk)}
+        )

@@ -1,0 +1,90 @@
+"""The one filter vocabulary of DESIGN §5: from, to, agent, model, kind, run_id, session_id, has.
+
+`parse_filters` turns query parameters into `Filters`, or raises FilterError naming the parameter;
+the API lists, the metrics, the runs page and the exports all read the same `Filters`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import msgspec
+
+from records.kinds import KIND_NAMES
+from records.schema import Timestamp
+
+HAS_FLAGS = {
+    "swap": "is_swap",
+    "fallback": "is_fallback",
+    "error": "is_error",
+    "contract_break": "is_contract_break",
+}
+MAX_VALUES = 50
+
+
+class FilterError(ValueError):
+    def __init__(self, param: str, message: str):
+        super().__init__(f"{param}: {message}")
+        self.param = param
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Filters:
+    start: datetime | None = None
+    end: datetime | None = None
+    agents: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    run_ids: list[str] = field(default_factory=list)
+    session_ids: list[str] = field(default_factory=list)
+    has: list[str] = field(default_factory=list)
+
+
+def parse_time(param: str, value: str) -> datetime:
+    try:
+        return msgspec.convert(value, Timestamp)
+    except msgspec.ValidationError:
+        raise FilterError(
+            param,
+            f"{value!r} is not an RFC 3339 timestamp with an offset, e.g. 2026-11-20T09:00:00Z",
+        ) from None
+
+
+def _list(params: Mapping[str, str], name: str) -> list[str]:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return []
+    values = [v.strip() for v in raw.split(",") if v.strip()]
+    if len(values) > MAX_VALUES:
+        raise FilterError(name, f"at most {MAX_VALUES} values")
+    if any(len(v) > 200 for v in values):
+        raise FilterError(name, "values are at most 200 characters")
+    return values
+
+
+def parse_filters(params: Mapping[str, str]) -> Filters:
+    start = parse_time("from", params["from"]) if params.get("from") else None
+    end = parse_time("to", params["to"]) if params.get("to") else None
+    if start and end and end <= start:
+        raise FilterError("to", "must be after from")
+    kinds = _list(params, "kind")
+    unknown = [k for k in kinds if k not in KIND_NAMES]
+    if unknown:
+        raise FilterError("kind", f"unknown kind {unknown[0]!r}; one of: {', '.join(KIND_NAMES)}")
+    has = _list(params, "has")
+    bad = [h for h in has if h not in HAS_FLAGS]
+    if bad:
+        raise FilterError("has", f"unknown flag {bad[0]!r}; one of: {', '.join(HAS_FLAGS)}")
+    return Filters(
+        start=start,
+        end=end,
+        agents=_list(params, "agent"),
+        models=_list(params, "model"),
+        kinds=kinds,
+        run_ids=_list(params, "run_id"),
+        session_ids=_list(params, "session_id"),
+        has=has,
+    )

@@ -1,0 +1,366 @@
+"""The metrics of DESIGN §4, computed from rollup rows only.
+
+Each metric names the kinds whose rollups it reads, how a row is grouped (its natural grouping,
+or by agent), and an accumulator that turns rows into a value and the number of records behind
+it. `query_metric` reads the rows of one grain and returns the API shape of DESIGN §5.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from records.models import Grain, Rollup
+from records.rollup import truncate
+from records.schema import SkipReason
+from records.sketch import Sketch
+
+SKIP_REASONS: tuple[str, ...] = SkipReason.__args__
+INTERVALS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+MAX_POINTS = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    bucket: datetime
+    kind: str
+    agent: str
+    model: str
+    key: str
+    count: int
+    tokens_in: int
+    tokens_out: int
+    sketch: dict
+
+
+# --- accumulators -------------------------------------------------------------------------
+class Rate:
+    """numerator / denominator; `count` is the denominator (the records behind the rate)."""
+
+    def __init__(self) -> None:
+        self.num = 0
+        self.den = 0
+
+    def add(self, num: int, den: int) -> None:
+        self.num += num
+        self.den += den
+
+    def merge(self, other: Rate) -> None:
+        self.add(other.num, other.den)
+
+    def result(self) -> tuple[float | None, int]:
+        return (self.num / self.den if self.den else None), self.den
+
+
+class Total:
+    def __init__(self) -> None:
+        self.value = 0
+        self.count = 0
+
+    def add(self, value: int, count: int) -> None:
+        self.value += value
+        self.count += count
+
+    def merge(self, other: Total) -> None:
+        self.add(other.value, other.count)
+
+    def result(self) -> tuple[float | None, int]:
+        return self.value, self.count
+
+
+class Quantile:
+    def __init__(self, q: float) -> None:
+        self.q = q
+        self.sketch = Sketch()
+
+    def add(self, sketch_json: dict, _: int = 0) -> None:
+        self.sketch.merge(Sketch.from_json(sketch_json))
+
+    def merge(self, other: Quantile) -> None:
+        self.sketch.merge(other.sketch)
+
+    def result(self) -> tuple[float | None, int]:
+        value = self.sketch.quantile(self.q)
+        return (round(value, 6) if value is not None else None), self.sketch.count
+
+
+# --- metric definitions ---------------------------------------------------------------------
+# A contribution function maps one row to [(natural group, add-args)]; the accumulator's add()
+# takes the add-args. Several contributions per row let one row feed several groups.
+Contribution = Callable[[Row], Iterable[tuple[dict, tuple]]]
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    kinds: tuple[str, ...]
+    make: Callable[[], Any]
+    contribute: Contribution
+    group_bys: tuple[str, ...] = ("model", "agent")
+    doc: str = ""
+    # A group_by whose rows contribute differently, e.g. every pick feeds every skip reason.
+    variants: tuple[tuple[str, Contribution], ...] = ()
+
+
+def _split(key: str, parts: int) -> list[str]:
+    out = key.split("|")
+    return out + [""] * (parts - len(out))
+
+
+def _latency(q: float, kinds: tuple[str, ...], group: Callable[[Row], dict], name: str, doc: str):
+    return Metric(
+        name, kinds, lambda: Quantile(q), lambda r: [(group(r), (r.sketch, r.count))], doc=doc
+    )
+
+
+def _by_model(r: Row) -> dict:
+    return {"model": r.model}
+
+
+def _skip(r: Row) -> list:
+    return [({"model": r.model}, (r.count if r.key else 0, r.count))]
+
+
+def _skip_by_reason(r: Row) -> list:
+    # Every pick is in the denominator of every reason's rate.
+    return [
+        ({"reason": reason}, (r.count if r.key == reason else 0, r.count))
+        for reason in SKIP_REASONS
+    ]
+
+
+def _ladder(r: Row) -> list:
+    _, attempt, seat = _split(r.key, 3)
+    if attempt == "rung1":
+        return [({"model": seat}, (r.count, 0))]
+    if attempt == "rung0":
+        return [({"model": seat}, (0, r.count))]
+    return []  # re-asks are not first attempts
+
+
+def _verdicts(r: Row) -> list:
+    return [({"model": r.model, "verdict": _split(r.key, 1)[0]}, (r.count, r.count))]
+
+
+def _provider_errors(r: Row) -> list:
+    provider, error, _ = _split(r.key, 3)
+    return [({"provider": provider, "model": r.model, "error": error}, (r.count, r.count))]
+
+
+def _invented(r: Row) -> list:
+    decision, protocol, invented = _split(r.key, 3)
+    return [
+        ({"decision": decision, "protocol": protocol}, (r.count if invented == "1" else 0, r.count))
+    ]
+
+
+_PICKS = ("tool_choice.pick", "tool_choice.pick_error")
+_CALL = ("model_call",)
+
+
+def _call_group(r: Row) -> dict:
+    return {"provider": r.key, "model": r.model}
+
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        *(
+            _latency(
+                q,
+                _PICKS,
+                _by_model,
+                f"classifier_latency_p{int(q * 100)}",
+                "Quantile of latencyMs over picks and pick errors, by classifier model.",
+            )
+            for q in (0.5, 0.95, 0.99)
+        ),
+        Metric(
+            "pick_error_rate",
+            _PICKS,
+            Rate,
+            lambda r: [(_by_model(r), (r.count if r.kind == _PICKS[1] else 0, r.count))],
+            doc="pick_error / (pick + pick_error), by classifier model.",
+        ),
+        Metric(
+            "narrowing_skip_rate",
+            ("tool_choice.pick",),
+            Rate,
+            _skip,
+            group_bys=("model", "agent", "reason"),
+            variants=(("reason", _skip_by_reason),),
+            doc="Picks with narrowedSkipped / picks; group_by=reason splits by skip reason.",
+        ),
+        Metric(
+            "first_pick_agreement",
+            ("tool_choice.outcome",),
+            Rate,
+            lambda r: [
+                (
+                    {},
+                    (
+                        r.count if r.key == "agree" else 0,
+                        r.count if r.key in ("agree", "disagree") else 0,
+                    ),
+                )
+            ],
+            group_bys=("agent",),
+            doc="Outcomes with firstAgrees true / outcomes with firstAgrees present.",
+        ),
+        Metric(
+            "swap_rate",
+            ("model_selection",),
+            Rate,
+            lambda r: [(_by_model(r), (r.count if r.key != r.model else 0, r.count))],
+            doc="model_selection with selected_model != default_model, by default_model.",
+        ),
+        Metric(
+            "ladder_fallback_rate",
+            ("classifier.verdict",),
+            Rate,
+            _ladder,
+            doc="First attempts on rung 1 / first attempts on rung 0, by seatModel.",
+        ),
+        Metric(
+            "verdicts",
+            ("classifier.verdict",),
+            Total,
+            _verdicts,
+            doc="Counts of allow / block / parse_error / unavailable by model.",
+        ),
+        Metric(
+            "provider_errors",
+            ("provider.error",),
+            Total,
+            _provider_errors,
+            doc="provider.error counts by provider, model and error.",
+        ),
+        Metric(
+            "invented_tool_rate",
+            ("turn",),
+            Rate,
+            _invented,
+            group_bys=("agent",),
+            doc="Share of turns with invented tools, by decision kind and protocol.",
+        ),
+        *(
+            _latency(
+                q,
+                _CALL,
+                _call_group,
+                f"model_call_latency_p{int(q * 100)}",
+                "Quantile of model_call durationMs, by provider and model.",
+            )
+            for q in (0.5, 0.95, 0.99)
+        ),
+        Metric(
+            "model_call_tokens",
+            _CALL,
+            Total,
+            lambda r: [(_call_group(r), (r.tokens_in + r.tokens_out, r.count))],
+            doc="Input + output tokens of model calls, by provider and model.",
+        ),
+        Metric(
+            "records",
+            (),
+            Total,
+            lambda r: [({"kind": r.kind}, (r.count, r.count))],
+            group_bys=("kind", "model", "agent"),
+            doc="Records received, by kind.",
+        ),
+    )
+}
+
+
+class MetricError(ValueError):
+    """A request the metric cannot answer; `param` names the query parameter at fault."""
+
+    def __init__(self, param: str, message: str):
+        super().__init__(message)
+        self.param = param
+
+
+def query_metric(
+    *,
+    project_id: int,
+    name: str,
+    interval: str,
+    start: datetime,
+    end: datetime,
+    group_by: str | None = None,
+    agents: list[str] | None = None,
+    models: list[str] | None = None,
+) -> dict:
+    metric = METRICS.get(name)
+    if metric is None:
+        raise MetricError("metric", f"unknown metric {name!r}; one of: {', '.join(METRICS)}")
+    if interval not in INTERVALS:
+        raise MetricError("interval", "must be one of: minute, hour, day")
+    if group_by is not None and group_by not in metric.group_bys:
+        raise MetricError("group_by", f"{name} groups by: {', '.join(metric.group_bys)}")
+    if end <= start:
+        raise MetricError("to", "must be after from")
+    first = truncate(start, interval)
+    if (end - first) / INTERVALS[interval] > MAX_POINTS:
+        raise MetricError("interval", f"more than {MAX_POINTS:,} points; use a coarser interval")
+
+    rows = Rollup.objects.filter(
+        project_id=project_id, grain=Grain(interval), bucket__gte=first, bucket__lt=end
+    )
+    if metric.kinds:
+        rows = rows.filter(kind__in=metric.kinds)
+    if agents:
+        rows = rows.filter(agent__in=agents)
+    fields = (
+        "bucket",
+        "kind",
+        "agent",
+        "model",
+        "key",
+        "count",
+        "tokens_in",
+        "tokens_out",
+        "sketch",
+    )
+    contribute = dict(metric.variants).get(group_by, metric.contribute)
+    points: dict[tuple, dict[datetime, Any]] = defaultdict(dict)
+    for values in rows.values_list(*fields).iterator(chunk_size=5000):
+        row = Row(*values)
+        for group, args in contribute(row):
+            if models and group.get("model", row.model) not in models:
+                continue
+            if group_by == "agent":
+                group = {"agent": row.agent}
+            elif group_by == "kind":
+                group = {"kind": row.kind}
+            elif group_by == "model" and "model" not in group:
+                group = {"model": row.model}
+            group_key = tuple(sorted(group.items()))
+            acc = points[group_key].get(row.bucket)
+            if acc is None:
+                acc = points[group_key][row.bucket] = metric.make()
+            acc.add(*args)
+
+    series, totals = [], []
+    for group_key in sorted(points):
+        by_time = points[group_key]
+        total = metric.make()
+        out = []
+        for t in sorted(by_time):
+            value, count = by_time[t].result()
+            total.merge(by_time[t])
+            out.append({"t": t, "value": value, "count": count})
+        value, count = total.result()
+        series.append({"group": dict(group_key), "points": out})
+        totals.append({"group": dict(group_key), "value": value, "count": count})
+    return {
+        "metric": name,
+        "interval": interval,
+        "from": start,
+        "to": end,
+        "series": series,
+        "totals": totals,
+    }

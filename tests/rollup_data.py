@@ -1,0 +1,252 @@
+"""A seeded mix of records for the rollup tests, and exact metrics computed straight from them.
+
+The exact side reads only the posted dicts, never the rollups or the derive code, so a mistake
+in either shows as a difference.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, defaultdict
+from datetime import datetime, timedelta
+
+from tests.factories import BASE_TS, record
+
+CLASSIFIERS = ("claude-haiku-4-5", "qwen3-8b")
+MAINS = ("claude-sonnet-4-5", "gpt-5")
+AGENTS = ("support-bot", "billing-agent")
+REASONS = ("unavailable", "too-few", "after-miss", "wrap-up")
+
+
+def _ts(rng: random.Random) -> str:
+    moment = BASE_TS + timedelta(seconds=rng.uniform(0, 3 * 3600))
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def build(n: int = 1200, seed: int = 3) -> list[dict]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        env = {
+            "id": f"mix-{seed}-{i}",
+            "ts": _ts(rng),
+            "agent": rng.choice(AGENTS),
+            "run_id": f"run-{rng.randrange(12)}",
+        }
+        roll = rng.random()
+        classifier = rng.choice(CLASSIFIERS)
+        if roll < 0.25:
+            narrowed = rng.random() < 0.6
+            data = {
+                "classifier": {"name": "c", "model": classifier},
+                "latencyMs": rng.lognormvariate(5 if classifier == CLASSIFIERS[0] else 6, 0.8),
+                "narrowed": narrowed,
+            }
+            if not narrowed and rng.random() < 0.8:
+                data["narrowedSkipped"] = rng.choice(REASONS)
+            out.append(record("tool_choice.pick", data=data, **env))
+        elif roll < 0.32:
+            out.append(
+                record(
+                    "tool_choice.pick_error",
+                    data={
+                        "classifier": {"name": "c", "model": classifier},
+                        "latencyMs": rng.uniform(1000, 5000),
+                    },
+                    **env,
+                )
+            )
+        elif roll < 0.42:
+            agrees = rng.choice([True, False, None])
+            data = {"firstAgrees": agrees} if agrees is not None else {"firstAgrees": None}
+            out.append(record("tool_choice.outcome", data=data, **env))
+        elif roll < 0.55:
+            default = rng.choice(MAINS)
+            selected = default if rng.random() < 0.7 else rng.choice(MAINS + CLASSIFIERS)
+            out.append(
+                record(
+                    "model_selection",
+                    data={"default_model": default, "selected_model": selected},
+                    **env,
+                )
+            )
+        elif roll < 0.72:
+            out.append(record("classifier.verdict", data=_verdict(rng), **env))
+        elif roll < 0.78:
+            out.append(
+                record(
+                    "provider.error",
+                    data={
+                        "provider": rng.choice(["anthropic", "openai"]),
+                        "model": rng.choice(MAINS),
+                        "error": rng.choice(["UnsupportedToolChoiceError", "RateLimitError"]),
+                    },
+                    **env,
+                )
+            )
+        elif roll < 0.88:
+            calls = [
+                {"name": rng.choice(["search-docs", "refund_now", "ask_billing"])}
+                for _ in range(rng.randrange(0, 3))
+            ]
+            protocol = rng.choice(["envelope", "hybrid", "implicit"])
+            out.append(
+                record(
+                    "turn",
+                    data={
+                        "protocol": protocol,
+                        "toolCalls": calls,
+                        "text": rng.choice(["", "Done."]),
+                        "toolNameMap": {"search-docs": "search_docs"},
+                        "controlToolMap": {"ask_billing": {"kind": "subAgent", "name": "billing"}},
+                    },
+                    **env,
+                )
+            )
+        else:
+            out.append(
+                record(
+                    "model_call",
+                    data={
+                        "provider": "anthropic",
+                        "model": rng.choice(MAINS),
+                        "durationMs": rng.lognormvariate(7, 0.5),
+                        "usage": {
+                            "input": rng.randrange(100, 5000),
+                            "output": rng.randrange(10, 500),
+                        },
+                    },
+                    **env,
+                )
+            )
+    return out
+
+
+def _verdict(rng: random.Random) -> dict:
+    model = rng.choice(CLASSIFIERS + MAINS)
+    rung = 0 if model in CLASSIFIERS else 1
+    outcome = rng.choices(["ruled", "parse_error", "unavailable"], [5, 3, 1])[0]
+    data = {
+        "model": model,
+        "seatModel": rng.choice(CLASSIFIERS) if rung else model,
+        "rung": rung,
+        "reask": rng.random() < 0.2,
+        "outcome": outcome,
+        "wallMs": rng.uniform(50, 900),
+        "verdict": None,
+    }
+    if outcome == "ruled":
+        data["verdict"] = rng.choice(["allow", "block"])
+    elif outcome == "unavailable":
+        data["cause"] = "timeout"
+    return data
+
+
+# --- exact answers ---------------------------------------------------------------------------
+def _lower_rank(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[math.floor(q * (len(ordered) - 1))]
+
+
+def exact(records: list[dict]) -> dict:
+    by_kind = defaultdict(list)
+    for r in records:
+        by_kind[r["kind"]].append(r)
+    out = {}
+    picks, errors = by_kind["tool_choice.pick"], by_kind["tool_choice.pick_error"]
+    latencies = defaultdict(list)
+    for r in picks + errors:
+        latencies[r["data"]["classifier"].get("model", "")].append(r["data"]["latencyMs"])
+    for q in (0.5, 0.95, 0.99):
+        out[f"classifier_latency_p{int(q * 100)}"] = {
+            m: (_lower_rank(v, q), len(v)) for m, v in latencies.items()
+        }
+    out["pick_error_rate"] = {
+        m: (
+            sum(1 for r in errors if r["data"]["classifier"]["model"] == m) / len(latencies[m]),
+            len(latencies[m]),
+        )
+        for m in latencies
+    }
+    out["narrowing_skip_rate"] = {}
+    for m in CLASSIFIERS:
+        mine = [r for r in picks if r["data"]["classifier"]["model"] == m]
+        skipped = [r for r in mine if r["data"].get("narrowedSkipped")]
+        out["narrowing_skip_rate"][m] = (len(skipped) / len(mine), len(mine))
+    out["narrowing_skip_rate_by_reason"] = {
+        reason: (
+            sum(1 for r in picks if r["data"].get("narrowedSkipped") == reason) / len(picks),
+            len(picks),
+        )
+        for reason in REASONS
+    }
+    present = [
+        r for r in by_kind["tool_choice.outcome"] if r["data"].get("firstAgrees") is not None
+    ]
+    out["first_pick_agreement"] = (
+        sum(1 for r in present if r["data"]["firstAgrees"]) / len(present),
+        len(present),
+    )
+    out["swap_rate"] = {}
+    for m in MAINS:
+        mine = [r for r in by_kind["model_selection"] if r["data"]["default_model"] == m]
+        swaps = [r for r in mine if r["data"]["selected_model"] != m]
+        out["swap_rate"][m] = (len(swaps) / len(mine), len(mine))
+    ladder = defaultdict(Counter)
+    verdict_mix = Counter()
+    for r in by_kind["classifier.verdict"]:
+        d = r["data"]
+        verdict_mix[(d["model"], d["verdict"] or d["outcome"])] += 1
+        if not d["reask"]:
+            ladder[d.get("seatModel") or d["model"]][d["rung"]] += 1
+    out["ladder_fallback_rate"] = {m: (c[1] / c[0], c[0]) for m, c in ladder.items() if c[0]}
+    out["verdicts"] = dict(verdict_mix)
+    out["provider_errors"] = Counter(
+        (r["data"]["provider"], r["data"]["model"], r["data"]["error"])
+        for r in by_kind["provider.error"]
+    )
+    invented = defaultdict(lambda: [0, 0])
+    for r in by_kind["turn"]:
+        d = r["data"]
+        names = [c["name"] for c in d["toolCalls"]]
+        control = [n for n in names if n in d["controlToolMap"]]
+        if control:
+            decision = d["controlToolMap"][control[0]]["kind"]
+        elif names:
+            decision = "action"
+        elif not d["text"].strip():
+            decision = "empty"
+        else:
+            decision = {"implicit": "taskComplete", "hybrid": "chat"}.get(
+                d["protocol"], "unparseable"
+            )
+        is_invented = any(n not in d["toolNameMap"] and n not in d["controlToolMap"] for n in names)
+        cell = invented[(decision, d["protocol"])]
+        cell[0] += is_invented
+        cell[1] += 1
+    out["invented_tool_rate"] = {k: (v[0] / v[1], v[1]) for k, v in invented.items()}
+    calls = defaultdict(list)
+    for r in by_kind["model_call"]:
+        calls[r["data"]["model"]].append(r["data"]["durationMs"])
+    out["model_call_latency_p95"] = {m: (_lower_rank(v, 0.95), len(v)) for m, v in calls.items()}
+    out["records"] = Counter(r["kind"] for r in records)
+    return out
+
+
+def exact_streaks(records: list[dict]) -> dict:
+    verdicts = sorted(
+        (r for r in records if r["kind"] == "classifier.verdict"),
+        key=lambda r: (datetime.fromisoformat(r["ts"].replace("Z", "+00:00")), r["id"]),
+    )
+    state = {}
+    for r in verdicts:
+        d = r["data"]
+        s = state.setdefault(d["model"], {"current": 0, "longest": 0, "last_broken_at": None})
+        if d["outcome"] == "parse_error":
+            s["current"] += 1
+            s["longest"] = max(s["longest"], s["current"])
+            s["last_broken_at"] = r["ts"]
+        elif d["outcome"] == "ruled":
+            s["current"] = 0
+    return state

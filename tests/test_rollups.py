@@ -1,0 +1,349 @@
+"""Rollups and the metrics API against exact values computed from the same records."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime
+
+import pytest
+
+from records import rollup
+from records.models import Rollup, Run, Streak, Watermark
+from tests import rollup_data
+from tests.factories import record
+
+pytestmark = pytest.mark.both_dbs
+RANGE = {"from": "2026-11-20T00:00:00Z", "to": "2026-11-21T00:00:00Z", "interval": "day"}
+
+
+def ingest(persona, records, batch=300):
+    client = persona.client()
+    for i in range(0, len(records), batch):
+        response = client.post(
+            "/api/v1/records", {"records": records[i : i + batch]}, format="json"
+        )
+        assert response.status_code == 200, response.content
+
+
+def metric(persona, name, **params):
+    response = persona.client(persona.read_key).get(f"/api/v1/metrics/{name}", {**RANGE, **params})
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def totals(body, field="model"):
+    return {
+        tuple(t["group"].values())[0] if field else tuple(t["group"].values()): (
+            t["value"],
+            t["count"],
+        )
+        for t in body["totals"]
+    }
+
+
+@pytest.fixture
+def mix(alice):
+    records = rollup_data.build()
+    ingest(alice, records)
+    assert rollup.catch_up() == len(records)
+    return records
+
+
+def _approx(got, want, rel=1e-9):
+    assert set(got) == set(want), (got, want)
+    for key in want:
+        assert got[key][1] == want[key][1], key
+        assert got[key][0] == pytest.approx(want[key][0], rel=rel), key
+
+
+@pytest.mark.parametrize("q", [50, 95, 99])
+def test_it_computes_classifier_latency_quantiles_within_one_percent(alice, mix, q):
+    want = rollup_data.exact(mix)[f"classifier_latency_p{q}"]
+    _approx(totals(metric(alice, f"classifier_latency_p{q}")), want, rel=0.01)
+
+
+def test_it_computes_the_pick_error_rate(alice, mix):
+    _approx(totals(metric(alice, "pick_error_rate")), rollup_data.exact(mix)["pick_error_rate"])
+
+
+def test_it_computes_the_narrowing_skip_rate_overall_and_by_reason(alice, mix):
+    exact = rollup_data.exact(mix)
+    _approx(totals(metric(alice, "narrowing_skip_rate")), exact["narrowing_skip_rate"])
+    by_reason = totals(metric(alice, "narrowing_skip_rate", group_by="reason"))
+    _approx(by_reason, exact["narrowing_skip_rate_by_reason"])
+
+
+def test_it_computes_first_pick_agreement(alice, mix):
+    body = metric(alice, "first_pick_agreement")
+    (total,) = body["totals"]
+    want_value, want_count = rollup_data.exact(mix)["first_pick_agreement"]
+    assert total["count"] == want_count and total["value"] == pytest.approx(want_value)
+
+
+def test_it_computes_the_swap_rate_by_default_model(alice, mix):
+    _approx(totals(metric(alice, "swap_rate")), rollup_data.exact(mix)["swap_rate"])
+
+
+def test_it_computes_the_ladder_fallback_rate_by_seat_model(alice, mix):
+    _approx(
+        totals(metric(alice, "ladder_fallback_rate")),
+        rollup_data.exact(mix)["ladder_fallback_rate"],
+    )
+
+
+def test_it_counts_the_verdict_mix_by_model(alice, mix):
+    got = {tuple(t["group"].values()): t["value"] for t in metric(alice, "verdicts")["totals"]}
+    assert got == rollup_data.exact(mix)["verdicts"]
+
+
+def test_it_counts_provider_errors_by_provider_model_and_error(alice, mix):
+    body = metric(alice, "provider_errors")
+    got = {
+        (t["group"]["provider"], t["group"]["model"], t["group"]["error"]): t["value"]
+        for t in body["totals"]
+    }
+    assert got == dict(rollup_data.exact(mix)["provider_errors"])
+
+
+def test_it_computes_the_invented_tool_rate_by_decision_and_protocol(alice, mix):
+    body = metric(alice, "invented_tool_rate")
+    got = {
+        (t["group"]["decision"], t["group"]["protocol"]): (t["value"], t["count"])
+        for t in body["totals"]
+    }
+    _approx(got, rollup_data.exact(mix)["invented_tool_rate"])
+
+
+def test_it_computes_model_call_latency_p95(alice, mix):
+    body = metric(alice, "model_call_latency_p95")
+    got = {t["group"]["model"]: (t["value"], t["count"]) for t in body["totals"]}
+    _approx(got, rollup_data.exact(mix)["model_call_latency_p95"], rel=0.01)
+
+
+def test_it_counts_records_by_kind_and_per_time_bucket(alice, mix):
+    assert {k: v for k, (v, _) in totals(metric(alice, "records")).items()} == dict(
+        rollup_data.exact(mix)["records"]
+    )
+    hourly = metric(alice, "records", interval="hour", group_by="agent")
+    per_agent = {
+        s["group"]["agent"]: sum(p["value"] for p in s["points"]) for s in hourly["series"]
+    }
+    want = {}
+    for r in mix:
+        want[r["agent"]] = want.get(r["agent"], 0) + 1
+    assert per_agent == want
+    assert all(len(s["points"]) == 3 for s in hourly["series"])  # three hours of data
+    minutes = metric(alice, "records", interval="minute")
+    assert sum(p["value"] for s in minutes["series"] for p in s["points"]) == len(mix)
+
+
+def test_it_filters_metrics_by_agent_and_model(alice, mix):
+    body = metric(alice, "swap_rate", agent="support-bot", model="gpt-5")
+    assert [t["group"] for t in body["totals"]] == [{"model": "gpt-5"}]
+    mine = [
+        r
+        for r in mix
+        if r["kind"] == "model_selection"
+        and r["agent"] == "support-bot"
+        and r["data"]["default_model"] == "gpt-5"
+    ]
+    assert body["totals"][0]["count"] == len(mine)
+
+
+def test_it_keeps_streaks_per_model_in_ts_order(alice, mix):
+    response = alice.client(alice.read_key).get("/api/v1/streaks")
+    got = {s["model"]: s for s in response.json()["results"]}
+    want = rollup_data.exact_streaks(mix)
+    assert set(got) == set(want)
+    for model, s in want.items():
+        assert (got[model]["current"], got[model]["longest"]) == (s["current"], s["longest"])
+        broken = got[model]["last_broken_at"]
+        assert (broken and datetime.fromisoformat(broken.replace("Z", "+00:00"))) == (
+            s["last_broken_at"]
+            and datetime.fromisoformat(s["last_broken_at"].replace("Z", "+00:00"))
+        )
+
+
+def test_it_summarises_runs(alice, mix):
+    run = Run.objects.get(project=alice.project, run_id="run-3")
+    mine = [r for r in mix if r["run_id"] == "run-3"]
+    assert sum(run.kind_counts.values()) == len(mine) == run.record_count
+    assert run.has_swap == any(
+        r["kind"] == "model_selection" and r["data"]["selected_model"] != r["data"]["default_model"]
+        for r in mine
+    )
+    assert run.has_contract_break == any(
+        r["kind"] == "classifier.verdict" and r["data"]["outcome"] == "parse_error" for r in mine
+    )
+    assert run.has_error  # every run in the mix has provider errors or pick errors
+
+
+def _snapshot(project):
+    rollups = sorted(
+        (
+            r.grain,
+            r.bucket,
+            r.kind,
+            r.agent,
+            r.model,
+            r.key,
+            r.count,
+            r.tokens_in,
+            r.tokens_out,
+            round(r.latency_sum, 6),
+            sorted(r.sketch.get("b", {}).items()),
+            r.sketch.get("z"),
+        )
+        for r in Rollup.objects.filter(project=project)
+    )
+    streaks = sorted(
+        Streak.objects.filter(project=project).values_list(
+            "model", "current", "longest", "last_broken_at"
+        )
+    )
+    runs = sorted(
+        Run.objects.filter(project=project).values_list(
+            "run_id",
+            "kind_counts",
+            "models_seen",
+            "has_swap",
+            "has_fallback",
+            "has_error",
+            "has_contract_break",
+        ),
+        key=lambda r: r[0],
+    )
+    return rollups, streaks, runs
+
+
+def test_two_passes_equal_one(alice):
+    ingest(alice, rollup_data.build(400, seed=5))
+    rollup.catch_up()
+    once = _snapshot(alice.project)
+    assert rollup.catch_up() == 0
+    assert _snapshot(alice.project) == once
+
+
+def _forget_rollups(project):
+    Rollup.objects.filter(project=project).delete()
+    Streak.objects.filter(project=project).delete()
+    Run.objects.filter(project=project).update(
+        kind_counts={},
+        models_seen=[],
+        has_swap=False,
+        has_fallback=False,
+        has_error=False,
+        has_contract_break=False,
+    )
+    Watermark.objects.update(last_id=0)
+
+
+def test_a_pass_interrupted_half_way_leaves_nothing_behind(alice, monkeypatch):
+    ingest(alice, rollup_data.build(400, seed=6))
+    rollup.catch_up()
+    clean = _snapshot(alice.project)
+    _forget_rollups(alice.project)
+
+    def killed(*args, **kwargs):
+        raise RuntimeError("worker killed")
+
+    monkeypatch.setattr(rollup, "_merge_streaks", killed)
+    with pytest.raises(RuntimeError):
+        rollup.run_pass(250)  # dies after writing its rollups and run summaries
+    assert Watermark.objects.get().last_id == 0
+    assert not Rollup.objects.exists()
+    monkeypatch.undo()
+    rollup.catch_up(batch_size=250)
+    assert _snapshot(alice.project) == clean
+
+
+def test_out_of_order_arrival_gives_the_same_metrics_and_streaks(alice, bob):
+    records = rollup_data.build(600, seed=8)
+    ingest(alice, records)
+    rollup.catch_up()
+    shuffled = records[:]
+    random.Random(1).shuffle(shuffled)
+    # Arrive shuffled and in several passes, so later passes bring verdicts from the past.
+    for start in range(0, len(shuffled), 150):
+        ingest(bob, shuffled[start : start + 150])
+        rollup.catch_up()
+    assert _snapshot(bob.project) == _snapshot(alice.project)
+
+
+def test_a_late_record_lands_in_its_own_bucket(alice):
+    ingest(alice, [record(ts="2026-11-20T09:30:00Z")])
+    rollup.catch_up()
+    ingest(alice, [record(ts="2026-11-20T08:10:00Z")])
+    rollup.catch_up()
+    body = metric(alice, "records", interval="hour")
+    assert [(p["t"], p["value"]) for p in body["series"][0]["points"]] == [
+        ("2026-11-20T08:00:00Z", 1),
+        ("2026-11-20T09:00:00Z", 1),
+    ]
+
+
+def test_it_reports_freshness_with_every_metric(alice):
+    ingest(alice, [record(), record()])
+    body = metric(alice, "records")
+    assert body["freshness"]["pending_records"] == 2 and body["freshness"]["lag_seconds"] >= 0
+    rollup.catch_up()
+    body = metric(alice, "records")
+    assert body["freshness"]["pending_records"] == 0 and body["freshness"]["lag_seconds"] == 0
+
+
+@pytest.mark.parametrize(
+    ("params", "param"),
+    [
+        ({"interval": "week"}, "interval"),
+        ({"group_by": "reason"}, "group_by"),
+        ({"from": "yesterday"}, "from"),
+        ({"to": "2026-11-19T00:00:00Z"}, "to"),
+        ({"run_id": "r1"}, "run_id"),
+        ({"interval": "minute", "from": "2000-01-01T00:00:00Z"}, "interval"),
+    ],
+)
+def test_it_names_the_parameter_of_a_bad_metric_request(alice, params, param):
+    response = alice.client(alice.read_key).get("/api/v1/metrics/swap_rate", {**RANGE, **params})
+    assert response.status_code == 400
+    assert param in response.json()
+
+
+def test_it_answers_400_for_an_unknown_metric(alice):
+    response = alice.client(alice.read_key).get("/api/v1/metrics/happiness")
+    assert response.status_code == 400 and "metric" in response.json()
+
+
+def test_another_projects_key_sees_nothing(alice, bob, mix):
+    body = bob.client(bob.read_key).get("/api/v1/metrics/records", RANGE).json()
+    assert body["series"] == [] and body["totals"] == []
+    assert bob.client(bob.read_key).get("/api/v1/streaks").json()["results"] == []
+    assert (
+        bob.client(bob.read_key)
+        .get("/api/v1/metrics/records", {**RANGE, "project": "acme"})
+        .status_code
+        == 404
+    )
+
+
+def test_an_ingest_key_cannot_read_metrics(alice):
+    assert alice.client().get("/api/v1/metrics/records").status_code == 403
+
+
+def test_an_operator_reads_the_metrics_of_their_project(alice, mix, django_user_model, client):
+    from records.models import Membership
+
+    user = django_user_model.objects.create_user("olivia", password="pw-olivia-123")
+    client.force_login(user)
+    assert client.get("/api/v1/metrics/records", RANGE).status_code == 403  # no project yet
+    Membership.objects.create(user=user, project=alice.project)
+    body = client.get("/api/v1/metrics/records", RANGE).json()
+    assert sum(t["value"] for t in body["totals"]) == len(mix)
+    assert client.get("/api/v1/metrics/records", {**RANGE, "project": "globex"}).status_code == 404
+
+
+def test_it_reads_metrics_in_a_bounded_number_of_queries(alice, mix, django_assert_max_num_queries):
+    client = alice.client(alice.read_key)
+    with django_assert_max_num_queries(8):
+        client.get("/api/v1/metrics/classifier_latency_p95", RANGE)
+    with django_assert_max_num_queries(8):
+        client.get("/api/v1/streaks")

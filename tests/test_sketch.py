@@ -1,0 +1,63 @@
+"""The latency sketch answers quantiles within 1 % of the exact value and merges exactly."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from records.sketch import Sketch
+
+
+def exact(values, q):
+    ordered = sorted(values)
+    return ordered[math.floor(q * (len(ordered) - 1))]
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda r: r.lognormvariate(5, 1.2),  # skewed latencies, ms
+        lambda r: r.uniform(0.5, 5000),
+        lambda r: r.expovariate(1 / 300),
+        lambda r: r.paretovariate(1.5) * 20,
+    ],
+)
+@pytest.mark.parametrize("q", [0.01, 0.5, 0.9, 0.95, 0.99, 1.0])
+def test_it_answers_quantiles_within_one_percent_of_the_exact_value(draw, q):
+    rng = random.Random(42)
+    values = [draw(rng) for _ in range(20_000)]
+    sketch = Sketch()
+    sketch.extend(values)
+    assert sketch.quantile(q) == pytest.approx(exact(values, q), rel=0.01)
+
+
+def test_it_merges_to_the_same_answer_as_one_sketch_of_everything():
+    rng = random.Random(1)
+    values = [rng.lognormvariate(4, 1) for _ in range(9000)]
+    whole = Sketch()
+    whole.extend(values)
+    merged = Sketch()
+    for part in (values[:1000], values[1000:5000], values[5000:]):
+        piece = Sketch.from_json(_roundtrip(part))
+        merged.merge(piece)
+    assert merged.bins == whole.bins and merged.count == 9000
+    assert merged.quantile(0.95) == whole.quantile(0.95)
+
+
+def _roundtrip(values):
+    s = Sketch()
+    s.extend(values)
+    return s.to_json()
+
+
+def test_it_counts_zero_latencies_apart():
+    sketch = Sketch()
+    sketch.extend([0.0] * 60 + [100.0] * 40)
+    assert sketch.quantile(0.5) == 0.0
+    assert sketch.quantile(0.99) == pytest.approx(100.0, rel=0.01)
+
+
+def test_it_has_no_quantile_when_empty():
+    assert Sketch().quantile(0.5) is None

@@ -1,0 +1,202 @@
+"""The real pipeline: gunicorn and a Celery worker with beat, as separate processes, on Redis.
+
+The web and the worker run as subprocesses against the test database, so what the test sees is
+what an operator would: records posted over HTTP, folded in by a real worker, read back through
+the metrics API.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import requests
+from django.db import connection
+
+from records.models import ApiKey, Project
+from tests.conftest import need_service
+from tests.factories import record
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+RANGE = {"from": "2026-11-20T00:00:00Z", "to": "2026-11-21T00:00:00Z", "interval": "day"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except requests.ConnectionError:
+            value = None
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@contextmanager
+def running(cmd: list[str], env: dict, log: Path):
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+
+
+@contextmanager
+def redis_server(port: int, log: Path):
+    with running(
+        [
+            shutil.which("redis-server"),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        dict(os.environ),
+        log,
+    ) as proc:
+        _wait(lambda: _ping(port), 10, "redis-server")
+        yield proc
+
+
+def _ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@contextmanager
+def product(tmp_path: Path, redis_url: str):
+    """gunicorn + `celery worker --beat` on `redis_url` and the test database."""
+    port = _free_port()
+    env = dict(
+        os.environ,
+        DATABASE_URL=_database_url(),
+        REDIS_URL=redis_url,
+        DECISIONBOARD_VAR_DIR=str(tmp_path),
+    )
+    web = [str(BIN / "gunicorn"), "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1"]
+    worker = [
+        str(BIN / "celery"),
+        "-A",
+        "config",
+        "worker",
+        "--beat",
+        "--concurrency",
+        "1",
+        "--loglevel",
+        "INFO",
+        "--schedule",
+        str(tmp_path / "beat-schedule"),
+    ]
+    with running(web, env, tmp_path / "web.log"), running(worker, env, tmp_path / "worker.log"):
+        base = f"http://127.0.0.1:{port}"
+        _wait(lambda: requests.get(f"{base}/accounts/login/", timeout=2).ok, 30, "gunicorn")
+        yield base
+
+
+@pytest.fixture
+def keys(transactional_db):
+    project = Project.objects.create(name="acme")
+    return ApiKey.issue(project, ApiKey.Scope.INGEST)[1], ApiKey.issue(project, ApiKey.Scope.READ)[
+        1
+    ]
+
+
+def post(base: str, key: str, records: list[dict]) -> requests.Response:
+    return requests.post(
+        f"{base}/api/v1/records",
+        json={"records": records},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    )
+
+
+def metric_total(base: str, key: str, name: str) -> float:
+    body = requests.get(
+        f"{base}/api/v1/metrics/{name}",
+        params=RANGE,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    ).json()
+    return sum(t["value"] for t in body["totals"])
+
+
+def test_a_real_worker_on_redis_serves_the_metrics_api(tmp_path, keys):
+    redis_url = os.environ.get("REDIS_URL")
+    need_service(bool(redis_url), "Redis (set REDIS_URL)")
+    ingest_key, read_key = keys
+    with product(tmp_path, redis_url) as base:
+        picks = [record("tool_choice.pick", data={"latencyMs": 100.0 + i}) for i in range(50)]
+        swaps = [record("model_selection", data={"selected_model": "gpt-5"}) for _ in range(10)]
+        assert post(base, ingest_key, picks + swaps).json()["accepted"] == 60
+        _wait(lambda: metric_total(base, read_key, "records") == 60, 60, "the rollups")
+        assert metric_total(base, read_key, "swap_rate") == 1.0
+        p50 = metric_total(base, read_key, "classifier_latency_p50")
+        assert p50 == pytest.approx(124.0, rel=0.01)  # lower median of 100..149
+
+
+def test_ingest_survives_a_redis_outage_and_the_worker_catches_up(tmp_path, keys):
+    need_service(shutil.which("redis-server") is not None, "redis-server")
+    ingest_key, read_key = keys
+    redis_port = _free_port()
+    redis_url = f"redis://127.0.0.1:{redis_port}/0"
+    with (
+        redis_server(redis_port, tmp_path / "redis-1.log") as redis_proc,
+        product(tmp_path, redis_url) as base,
+    ):
+        assert post(base, ingest_key, [record() for _ in range(20)]).json()["accepted"] == 20
+        _wait(lambda: metric_total(base, read_key, "records") == 20, 60, "the first rollups")
+
+        os.killpg(redis_proc.pid, signal.SIGKILL)
+        redis_proc.wait()
+        started = time.monotonic()
+        during = post(base, ingest_key, [record() for _ in range(30)])
+        assert during.status_code == 200 and during.json()["accepted"] == 30
+        assert time.monotonic() - started < 10, "ingest waited on the broker"
+
+        with redis_server(redis_port, tmp_path / "redis-2.log"):
+            _wait(
+                lambda: metric_total(base, read_key, "records") == 50,
+                90,
+                "the worker to catch up after Redis returned",
+            )

@@ -1,0 +1,31 @@
+"""Best-effort nudges from the web process to the workers; never on the acknowledgement path."""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.core.cache import cache
+
+log = logging.getLogger(__name__)
+DEBOUNCE_SECONDS = 1
+
+
+def request_catch_up() -> bool:
+    """Ask a worker to fold in new records soon; at most once a second per cache.
+
+    Beat runs the same task every few seconds anyway, so a lost nudge only adds latency: any
+    broker error is logged and swallowed, and ingest answers as if nothing happened.
+    """
+    if not settings.DECISIONBOARD["NUDGE_WORKERS"]:
+        return False
+    from workers.tasks import catch_up_task
+
+    try:
+        if not cache.add("catch-up-requested", 1, timeout=DEBOUNCE_SECONDS):
+            return False
+        catch_up_task.apply_async(expires=60, retry=False)
+    except Exception as exc:  # Redis down or unreachable: the beat and the watermark cover it
+        log.warning("could not enqueue catch-up (%s); the next beat will run it", exc)
+        return False
+    return True
