@@ -15,7 +15,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("project", help="project name (a slug: letters, digits, - and _)")
         parser.add_argument(
-            "--scope", choices=[c.value for c in ApiKey.Scope], default=ApiKey.Scope.INGEST,
+            "--scope",
+            choices=[c.value for c in ApiKey.Scope],
+            default=ApiKey.Scope.INGEST,
             help="ingest (post records), read (read API) or all; default ingest",
         )
         parser.add_argument("--name", default="", help="a label to recognise the key by")
