@@ -115,6 +115,8 @@ def _databases() -> dict:
         raise ImproperlyConfigured(
             f"DATABASE_URL names {config['ENGINE']}; Decisionboard runs on PostgreSQL or SQLite"
         )
+    # One test database per test process, so that concurrent runs on one server don't collide.
+    config["TEST"] = {"NAME": f"test_{config['NAME']}_{os.getpid()}"}
     return {"default": config}
 
 

@@ -168,7 +168,8 @@ _FALLBACK_NOTICES = {"classifier.fallback", "route.fallback_to_primary"}
 
 
 def derive_notice(d: s.Notice) -> Derived:
-    model = d.detail.get("model")
+    # Fallback notices name the model that fell back as `from`.
+    model = d.detail.get("model", d.detail.get("from"))
     return Derived(
         model=model if isinstance(model, str) else None,
         outcome=d.level,

@@ -153,7 +153,12 @@ def _row(record: NormalisedRecord, ts: object) -> tuple:
 
 def _insert_postgresql(project_id: int, rows: list[NormalisedRecord], now: datetime) -> int:
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT pg_advisory_xact_lock_shared({INGEST_LOCK_KEY}); {_STAGE_DDL}")
+        # TRUNCATE: ON COMMIT DELETE ROWS only empties the stage at commit, and a caller may
+        # store several batches in one transaction.
+        cursor.execute(
+            f"SELECT pg_advisory_xact_lock_shared({INGEST_LOCK_KEY}); {_STAGE_DDL};"
+            " TRUNCATE ingest_stage"
+        )
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper, for COPY
         with raw.copy(f"COPY ingest_stage ({', '.join(COLUMNS)}) FROM STDIN") as copy:
             for record in rows:

@@ -166,3 +166,12 @@ def test_it_flags_reliability_fallbacks_and_fail_fast_errors():
     assert r.is_fallback and not r.is_error
     r, _ = derived("reliability", type="fail_fast", state=None)
     assert r.is_error
+
+
+def test_it_files_a_fallback_notice_under_the_model_that_fell_back():
+    r, _ = derived(
+        "notice",
+        code="classifier.fallback",
+        detail={"from": "qwen3-8b", "to": "claude-sonnet-4-5", "cause": "parse_error"},
+    )
+    assert r.model == "qwen3-8b" and r.is_fallback

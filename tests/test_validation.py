@@ -326,3 +326,8 @@ def test_it_never_raises_on_arbitrary_junk():
     ]
     for raw in junk:
         assert isinstance(check(raw), dict)
+
+
+def test_it_rejects_a_timestamp_from_a_zeroed_clock():
+    errors = check(record(ts="1970-01-01T00:00:00Z"))
+    assert "before 2000-01-01" in errors["ts"][0]

@@ -1,0 +1,159 @@
+"""Shared pieces of the benchmarks: a scratch PostgreSQL database, processes, the COPY ceiling."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+ADMIN_URL = os.environ.get(
+    "BENCH_ADMIN_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def setup_django(name: str, redis_url: str | None = None) -> str:
+    """Recreate the scratch database `name`, point Django at it, migrate; returns its URL."""
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+    url = urlunsplit(urlsplit(ADMIN_URL)._replace(path=f"/{name}"))
+    os.environ["DATABASE_URL"] = url
+    if redis_url:
+        os.environ["REDIS_URL"] = redis_url
+    else:
+        os.environ.pop("REDIS_URL", None)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return url
+
+
+@contextmanager
+def process(cmd: list[str], log: Path | None = None):
+    out = open(log, "w") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=dict(os.environ),
+        start_new_session=True,
+        stdout=out,
+        stderr=subprocess.STDOUT if log else None,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        if log:
+            out.close()
+
+
+@contextmanager
+def gunicorn(workers: int = 2, log: Path | None = None):
+    """The web app under gunicorn on a free port; yields the port once it accepts connections."""
+    port = free_port()
+    cmd = [
+        str(BIN / "gunicorn"),
+        "config.wsgi",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        "--log-level",
+        "warning",
+        "--timeout",
+        "300",
+    ]
+    with process(cmd, log) as proc:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("gunicorn did not start") from None
+                time.sleep(0.2)
+        yield port
+
+
+def store_rows(project_id: int, received_at: datetime, normalised) -> list[tuple]:
+    """The records table's columns for already-normalised records, for COPY."""
+    return [
+        (
+            project_id,
+            received_at,
+            r.record_key,
+            r.kind,
+            r.run_id,
+            r.ts,
+            r.session_id,
+            r.agent,
+            r.parent_run_id,
+            r.model,
+            r.iteration,
+            r.latency_ms,
+            r.skip_reason,
+            r.outcome,
+            r.is_swap,
+            r.is_fallback,
+            r.is_error,
+            r.is_contract_break,
+            r.rollup_key,
+            r.tokens_in,
+            r.tokens_out,
+            r.data_json,
+            r.derived_json,
+        )
+        for r in normalised
+    ]
+
+
+def copy_ceiling(rows: list[tuple]) -> float:
+    """Rows/s of psycopg COPY of `rows` into an empty table shaped like the records table.
+
+    The scratch table has the records table's columns, indexes and unique key (LIKE ... INCLUDING
+    ALL): the cost of storing these rows at all, with nothing of ours in the way.
+    """
+    from django.db import connection
+
+    from records.store import COLUMNS, RECORD_TABLE
+
+    columns = ", ".join(("project_id", "received_at", *COLUMNS))
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE IF EXISTS bench_copy")
+        cursor.execute(f"CREATE TABLE bench_copy (LIKE {RECORD_TABLE} INCLUDING ALL)")
+        start = time.perf_counter()
+        with cursor.cursor.copy(f"COPY bench_copy ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        seconds = time.perf_counter() - start
+        cursor.execute("SELECT count(*) FROM bench_copy")
+        assert cursor.fetchone()[0] == len(rows)
+        cursor.execute("DROP TABLE bench_copy")
+    return len(rows) / seconds

@@ -1,0 +1,36 @@
+"""The bulk store underneath ingest."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from django.db import transaction
+
+from records.models import Record
+from records.normalise import normalise
+from records.store import store_records
+from tests.factories import record
+
+NOW = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
+
+
+def batch(n):
+    return [normalise(record(), now=NOW) for _ in range(n)]
+
+
+@pytest.mark.both_dbs
+def test_it_stores_several_batches_in_one_transaction(alice):
+    with transaction.atomic():
+        assert store_records(alice.project.pk, batch(3), NOW).accepted == 3
+        assert store_records(alice.project.pk, batch(2), NOW).accepted == 2
+    assert Record.objects.count() == 5
+
+
+def test_it_empties_the_postgresql_stage_between_batches(alice, postgres):
+    with transaction.atomic():
+        store_records(alice.project.pk, batch(30), NOW)
+        store_records(alice.project.pk, batch(4), NOW)
+        with postgres.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM ingest_stage")
+            assert cursor.fetchone()[0] == 4
