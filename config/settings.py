@@ -233,10 +233,12 @@ else:
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
         "processed_folder": str(CELERY_BROKER_DIR / "processed"),
+        # Broadcast exchanges (worker control, pidbox): kombu's default is ./control.
+        "control_folder": str(CELERY_BROKER_DIR / "control"),
         "store_processed": False,
         "polling_interval": 0.1,
     }
-    for _folder in ("queue", "processed"):
+    for _folder in ("queue", "processed", "control"):
         (CELERY_BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "default"

@@ -98,7 +98,7 @@ class Run(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     # The run summary, kept by the workers' catch-up pass (workers lag ingest by seconds).
     kind_counts = models.JSONField(default=dict)
-    models_seen = models.JSONField(default=list)
+    models_seen = models.JSONField(default=dict, help_text="{model: records naming it}")
     has_swap = models.BooleanField(default=False)
     has_fallback = models.BooleanField(default=False)
     has_error = models.BooleanField(default=False)
@@ -111,6 +111,8 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["project", "-last_ts", "-id"], name="run_recent"),
             models.Index(fields=["project", "parent_run_id"], name="run_parent"),
+            # The read API's keyset: newest run first by id, which new records never change.
+            models.Index(fields=["project", "-id"], name="run_keyset"),
         ]
 
     def __str__(self) -> str:
@@ -212,27 +214,53 @@ class Rollup(models.Model):
                 name="rollup_unique",
             )
         ]
-        indexes = [models.Index(fields=["project", "grain", "kind", "bucket"], name="rollup_read")]
+        # No second index: the unique key's (project, grain, bucket) prefix serves the metric
+        # reads, and every index slows the catch-up's inserts.
 
     def __str__(self) -> str:
         return f"{self.kind} {self.grain} {self.bucket:%Y-%m-%dT%H:%M} {self.model} {self.key}"
 
 
 class Streak(models.Model):
-    """The contract-broken streak of one model (DESIGN §4), in verdict `ts` order."""
+    """The contract-broken streak of one model (DESIGN §4), in verdict `ts` order.
+
+    The fold of the model's StreakSegment days (records.streaks), kept for reading.
+    """
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
     model = models.CharField(max_length=200)
     current = models.PositiveIntegerField(default=0)
     longest = models.PositiveIntegerField(default=0)
     last_broken_at = models.DateTimeField(null=True, blank=True)
-    # The last verdict applied, in (ts, record_key) order: a verdict sorting before it arrived
-    # late, and the streak is recomputed from the model's verdicts.
-    last_ts = models.DateTimeField(null=True, blank=True)
-    last_key = models.CharField(max_length=200, default="", blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "model"], name="streak_unique")]
 
     def __str__(self) -> str:
         return f"{self.model}: {self.current} (longest {self.longest})"
+
+
+class StreakSegment(models.Model):
+    """records.streaks.Segment of one model's verdicts in one minute, hour or day."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    model = models.CharField(max_length=200)
+    grain = models.CharField(max_length=6, choices=Grain.choices)
+    bucket = models.DateTimeField()
+    has_ruling = models.BooleanField(default=False)
+    prefix = models.PositiveIntegerField(default=0)
+    suffix = models.PositiveIntegerField(default=0)
+    longest = models.PositiveIntegerField(default=0)
+    last_broken_at = models.DateTimeField(null=True, blank=True)
+    last_ts = models.DateTimeField()
+    last_key = models.CharField(max_length=200)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "model", "grain", "bucket"], name="segment_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.grain} {self.bucket:%Y-%m-%dT%H:%M}"

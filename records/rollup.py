@@ -4,8 +4,11 @@ Driven by a database watermark, not by messages: a pass reads the records with a
 watermark (up to a safe high-water mark, see `_safe_high_water`), folds them in, and advances the
 watermark in the same transaction. A pass that dies half way leaves nothing behind, and a second
 pass over the same range cannot happen, so any number of passes, interrupted or repeated, give
-the rollups of one clean pass. Late records (an old `ts`) simply land in their old bucket; a late
-verdict makes its model's streak be recomputed from that model's verdicts.
+the rollups of one clean pass.
+
+Writes never read what they add to: counts are added and sketches merged by the UPSERT itself
+(json_add, records.sqlfunctions). Late records simply land in their own bucket; a late verdict
+recomputes only its own minute's streak segment (records.streaks).
 """
 
 from __future__ import annotations
@@ -15,39 +18,27 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import orjson
 from django.db import connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from records.models import Grain, Record, Rollup, Run, Streak, Watermark
+from records import streaks
+from records.models import Grain, Record, Rollup, Run, Streak, StreakSegment, Watermark
 from records.sketch import Sketch
 from records.store import INGEST_LOCK_KEY
-from records.streaks import StreakState, advance
 
 log = logging.getLogger(__name__)
 
 WATERMARK = "rollups"
 VERDICT = "classifier.verdict"
-MAX_MODELS_PER_RUN = 50
+GRAINS = (Grain.MINUTE, Grain.HOUR, Grain.DAY)
 _FIELDS = (
-    "id",
-    "project_id",
-    "kind",
-    "agent",
-    "model",
-    "rollup_key",
-    "ts",
-    "latency_ms",
-    "tokens_in",
-    "tokens_out",
-    "run_id",
-    "record_key",
-    "outcome",
-    "is_swap",
-    "is_fallback",
-    "is_error",
+    "id", "project_id", "kind", "agent", "model", "rollup_key", "ts", "latency_ms", "tokens_in",
+    "tokens_out", "run_id", "record_key", "outcome", "is_swap", "is_fallback", "is_error",
     "is_contract_break",
-)
+)  # fmt: skip
+_FLAGS = ("swap", "fallback", "error", "contract_break")
 
 
 @dataclass
@@ -76,8 +67,10 @@ class _Cell:
 @dataclass
 class _RunDelta:
     kinds: Counter = field(default_factory=Counter)
-    models: set = field(default_factory=set)
+    models: Counter = field(default_factory=Counter)
     flags: set = field(default_factory=set)
+    first_ts: datetime | None = None
+    last_ts: datetime | None = None
 
 
 def truncate(ts: datetime, grain: str) -> datetime:
@@ -94,31 +87,14 @@ class _Batch:
     def __init__(self) -> None:
         self.cells: dict[tuple, _Cell] = defaultdict(_Cell)  # minute grain
         self.runs: dict[tuple[int, str], _RunDelta] = defaultdict(_RunDelta)
-        self.verdicts: dict[tuple[int, str], list[tuple]] = defaultdict(list)
+        # (project, model, minute) -> [(verdict class, ts, record key)]
+        self.verdicts: dict[tuple, list[tuple]] = defaultdict(list)
 
     def add(self, row: tuple) -> None:
-        (
-            _,
-            project,
-            kind,
-            agent,
-            model,
-            key,
-            ts,
-            latency,
-            t_in,
-            t_out,
-            run_id,
-            record_key,
-            outcome,
-            swap,
-            fallback,
-            error,
-            contract_break,
-        ) = row
-        cell = self.cells[
-            (project, truncate(ts, Grain.MINUTE), kind, agent or "", model or "", key)
-        ]
+        (_, project, kind, agent, model, key, ts, latency, t_in, t_out, run_id, record_key,
+         outcome, *flags) = row  # fmt: skip
+        minute = truncate(ts, Grain.MINUTE)
+        cell = self.cells[(project, minute, kind, agent or "", model or "", key)]
         cell.count += 1
         cell.tokens_in += t_in or 0
         cell.tokens_out += t_out or 0
@@ -126,19 +102,14 @@ class _Batch:
             cell.latency_sum += latency
             cell.sketch.add(latency)
         run = self.runs[(project, run_id)]
+        run.first_ts = ts if run.first_ts is None else min(run.first_ts, ts)
+        run.last_ts = ts if run.last_ts is None else max(run.last_ts, ts)
         run.kinds[kind] += 1
         if model:
-            run.models.add(model)
-        for flag, on in (
-            ("swap", swap),
-            ("fallback", fallback),
-            ("error", error),
-            ("contract_break", contract_break),
-        ):
-            if on:
-                run.flags.add(flag)
+            run.models[model] += 1
+        run.flags.update(name for name, on in zip(_FLAGS, flags, strict=True) if on)
         if kind == VERDICT and model:
-            self.verdicts[(project, model)].append((ts, record_key, outcome))
+            self.verdicts[(project, model, minute)].append((outcome, ts, record_key))
 
     def grains(self) -> dict[str, dict[tuple, _Cell]]:
         """The minute cells, and the same merged into hours and days."""
@@ -167,25 +138,36 @@ def run_pass(batch_size: int) -> PassResult:
     with transaction.atomic():
         watermark = _lock_watermark()
         high = _safe_high_water()
-        rows = list(
-            Record.objects.filter(id__gt=watermark.last_id, id__lte=high)
-            .order_by("id")
-            .values_list(*_FIELDS)[:batch_size]
-        )
+        # A range of ids, not "the next N rows": the query stays a plain index range scan
+        # whatever the planner thinks of a freshly loaded table. Gaps (ids a conflicting
+        # insert used up) only make a pass smaller.
+        last_id = min(high, watermark.last_id + batch_size)
+        rows = _fetch(watermark.last_id, last_id)
         watermark.last_pass_at = timezone.now()
-        if not rows:
-            watermark.save(update_fields=["last_pass_at"])
-            return PassResult(0, watermark.last_id, True)
-        batch = _Batch()
-        for row in rows:
-            batch.add(row)
-        last_id = rows[-1][0]
-        _merge_rollups(batch)
-        _merge_runs(batch)
-        _merge_streaks(batch, last_id)
+        if rows:
+            batch = _Batch()
+            for row in rows:
+                batch.add(row)
+            _merge_rollups(batch)
+            _merge_streaks(batch, last_id)
+            _merge_runs(batch)  # last: holds the run rows' locks for the shortest time
         watermark.last_id = last_id
         watermark.save(update_fields=["last_id", "last_pass_at"])
     return PassResult(len(rows), last_id, last_id >= high)
+
+
+def _fetch(after: int, upto: int) -> list[tuple]:
+    """The records with after < id <= upto, as tuples of _FIELDS (raw SQL: the ORM's per-value
+    conversion cost as much as the rest of the pass)."""
+    sql = f"SELECT {', '.join(_FIELDS)} FROM {Record._meta.db_table} WHERE id > %s AND id <= %s"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [after, upto])
+        rows = cursor.fetchall()
+    if connection.vendor == "postgresql":
+        return rows  # timestamptz arrives as an aware datetime
+    ts_at = _FIELDS.index("ts")
+    parse = connection.ops.convert_datetimefield_value
+    return [(*r[:ts_at], parse(r[ts_at], None, connection), *r[ts_at + 1 :]) for r in rows]
 
 
 def _lock_watermark() -> Watermark:
@@ -213,108 +195,246 @@ def _safe_high_water() -> int:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [INGEST_LOCK_KEY])
 
 
+_ROLLUP = Rollup._meta.db_table
+_ROLLUP_COLUMNS = ("project_id, grain, bucket, kind, agent, model, key, count, tokens_in, "
+                   "tokens_out, latency_sum, sketch")  # fmt: skip
+_ROLLUP_CONFLICT = f"""
+ON CONFLICT (project_id, grain, bucket, kind, agent, model, key) DO UPDATE SET
+    count = {_ROLLUP}.count + excluded.count,
+    tokens_in = {_ROLLUP}.tokens_in + excluded.tokens_in,
+    tokens_out = {_ROLLUP}.tokens_out + excluded.tokens_out,
+    latency_sum = {_ROLLUP}.latency_sum + excluded.latency_sum,
+    -- most kinds carry no latency: skip the merge when there is nothing to add
+    sketch = CASE WHEN excluded.sketch = '{{}}' THEN {_ROLLUP}.sketch
+                  ELSE json_add({_ROLLUP}.sketch, excluded.sketch) END
+"""
+_ROLLUP_STAGE = """
+CREATE TEMP TABLE IF NOT EXISTS rollup_stage (
+    project_id bigint, grain text, bucket timestamptz, kind text, agent text, model text,
+    key text, count bigint, tokens_in bigint, tokens_out bigint, latency_sum double precision,
+    sketch jsonb
+) ON COMMIT DELETE ROWS;
+TRUNCATE rollup_stage
+"""
+
+
 def _merge_rollups(batch: _Batch) -> None:
+    rows = []
     for grain, cells in batch.grains().items():
-        projects = {key[0] for key in cells}
-        buckets = {key[1] for key in cells}
-        existing = {
-            (r.project_id, r.bucket, r.kind, r.agent, r.model, r.key): r
-            for r in Rollup.objects.filter(project_id__in=projects, grain=grain, bucket__in=buckets)
-        }
-        changed, created = [], []
-        for key, cell in cells.items():
-            row = existing.get(key)
-            if row is None:
-                project, bucket, kind, agent, model, rollup_key = key
-                row = Rollup(
-                    project_id=project,
-                    grain=grain,
-                    bucket=bucket,
-                    kind=kind,
-                    agent=agent,
-                    model=model,
-                    key=rollup_key,
-                )
-                created.append(row)
-            else:
-                changed.append(row)
-            stored = _Cell(
-                row.count,
-                row.tokens_in,
-                row.tokens_out,
-                row.latency_sum,
-                Sketch.from_json(row.sketch),
+        for (project, bucket, kind, agent, model, key), cell in cells.items():
+            rows.append((
+                project, grain, bucket, kind, agent, model, key, cell.count, cell.tokens_in,
+                cell.tokens_out, cell.latency_sum, orjson.dumps(cell.sketch.to_json()).decode(),
+            ))  # fmt: skip
+    # Nothing is read before writing: the UPSERT adds counts and merges sketches itself.
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(_ROLLUP_STAGE)
+            with cursor.cursor.copy(f"COPY rollup_stage ({_ROLLUP_COLUMNS}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            cursor.execute(
+                f"INSERT INTO {_ROLLUP} ({_ROLLUP_COLUMNS}) SELECT {_ROLLUP_COLUMNS} "
+                f"FROM rollup_stage {_ROLLUP_CONFLICT}"
             )
-            stored.merge(cell)
-            row.count, row.tokens_in, row.tokens_out = (
-                stored.count,
-                stored.tokens_in,
-                stored.tokens_out,
+        else:
+            placeholders = ", ".join(["%s"] * 12)
+            cursor.executemany(
+                f"INSERT INTO {_ROLLUP} ({_ROLLUP_COLUMNS}) VALUES ({placeholders}) "
+                f"{_ROLLUP_CONFLICT}",
+                [(*row[:2], _db_time(row[2]), *row[3:]) for row in rows],
             )
-            row.latency_sum, row.sketch = stored.latency_sum, stored.sketch.to_json()
-        Rollup.objects.bulk_create(created, batch_size=1000)
-        Rollup.objects.bulk_update(
-            changed, ["count", "tokens_in", "tokens_out", "latency_sum", "sketch"], batch_size=500
-        )
+
+
+_RUN = Run._meta.db_table
+_RUN_SET = """
+    record_count = r.record_count + v.n,
+    first_ts = CASE WHEN r.first_ts <= v.first_ts THEN r.first_ts ELSE v.first_ts END,
+    last_ts = CASE WHEN r.last_ts >= v.last_ts THEN r.last_ts ELSE v.last_ts END,
+    kind_counts = json_add(r.kind_counts, v.kinds),
+    models_seen = json_add(r.models_seen, v.models),
+    has_swap = r.has_swap OR v.swap,
+    has_fallback = r.has_fallback OR v.fallback,
+    has_error = r.has_error OR v.error,
+    has_contract_break = r.has_contract_break OR v.contract_break
+"""
+_RUN_STAGE = """
+CREATE TEMP TABLE IF NOT EXISTS run_stage (
+    project_id bigint, run_id text, n bigint, first_ts timestamptz, last_ts timestamptz,
+    kinds jsonb, models jsonb, swap boolean, fallback boolean, error boolean,
+    contract_break boolean
+) ON COMMIT DELETE ROWS;
+TRUNCATE run_stage
+"""
+_RUN_STAGE_COLUMNS = (
+    "project_id, run_id, n, first_ts, last_ts, kinds, models, swap, fallback, error, contract_break"
+)
 
 
 def _merge_runs(batch: _Batch) -> None:
-    by_project: dict[int, dict[str, _RunDelta]] = defaultdict(dict)
-    for (project, run_id), delta in batch.runs.items():
-        by_project[project][run_id] = delta
-    for project, deltas in by_project.items():
-        runs = list(Run.objects.filter(project_id=project, run_id__in=list(deltas)))
-        for run in runs:
-            delta = deltas[run.run_id]
-            counts = Counter(run.kind_counts)
-            counts.update(delta.kinds)
-            run.kind_counts = dict(sorted(counts.items()))
-            run.models_seen = sorted(set(run.models_seen) | delta.models)[:MAX_MODELS_PER_RUN]
-            for flag in delta.flags:
-                setattr(run, f"has_{flag}", True)
-        Run.objects.bulk_update(
-            runs,
-            [
-                "kind_counts",
-                "models_seen",
-                "has_swap",
-                "has_fallback",
-                "has_error",
-                "has_contract_break",
-            ],
-            batch_size=500,
-        )
+    """Widen each run's time range, count its records and fold in its summary.
+
+    Sorted by (project, run_id) so that passes lock runs in one order; ingest only ever
+    inserts new runs (ON CONFLICT DO NOTHING), so it never waits on these row locks.
+    """
+    rows = [
+        (project, run_id, sum(delta.kinds.values()), delta.first_ts, delta.last_ts,
+         orjson.dumps(delta.kinds).decode(), orjson.dumps(delta.models).decode(),
+         *(flag in delta.flags for flag in _FLAGS))
+        for (project, run_id), delta in sorted(batch.runs.items())
+    ]  # fmt: skip
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(_RUN_STAGE)
+            with cursor.cursor.copy(f"COPY run_stage ({_RUN_STAGE_COLUMNS}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            cursor.execute(
+                f"UPDATE {_RUN} AS r SET {_RUN_SET} FROM run_stage AS v "
+                "WHERE r.project_id = v.project_id AND r.run_id = v.run_id"
+            )
+        else:
+            cursor.executemany(
+                f"UPDATE {_RUN} AS r SET {_RUN_SET} FROM (SELECT %s AS project_id, %s AS run_id, "
+                "%s AS n, %s AS first_ts, %s AS last_ts, %s AS kinds, %s AS models, %s AS swap, "
+                "%s AS fallback, %s AS error, %s AS contract_break) AS v "
+                "WHERE r.project_id = v.project_id AND r.run_id = v.run_id",
+                [(*row[:3], _db_time(row[3]), _db_time(row[4]), *row[5:]) for row in rows],
+            )
 
 
 def _merge_streaks(batch: _Batch, last_id: int) -> None:
-    for (project, model), verdicts in batch.verdicts.items():
-        verdicts.sort(key=lambda v: (v[0], v[1]))
-        streak, _ = Streak.objects.get_or_create(project_id=project, model=model)
-        first = verdicts[0]
-        in_order = streak.last_ts is None or (first[0], first[1]) > (
-            streak.last_ts,
-            streak.last_key,
+    """Minute segments from this batch's verdicts, then hours, days and the streak above them."""
+    if not batch.verdicts:
+        return
+    minutes = _minute_segments(batch, last_id)
+    touched = {(p, m) for p, m, _ in minutes}
+    hours = {(p, m, truncate(b, Grain.HOUR)) for p, m, b in minutes}
+    days = {(p, m, truncate(b, Grain.DAY)) for p, m, b in minutes}
+    _save_segments(Grain.MINUTE, minutes)
+    _save_segments(Grain.HOUR, _fold_children(Grain.MINUTE, Grain.HOUR, hours))
+    _save_segments(Grain.DAY, _fold_children(Grain.HOUR, Grain.DAY, days))
+    for project, model in touched:
+        total = streaks.fold(
+            _segment(s)
+            for s in StreakSegment.objects.filter(
+                project_id=project, model=model, grain=Grain.DAY
+            ).order_by("bucket")
         )
-        if in_order:
-            state = StreakState(streak.current, streak.longest, streak.last_broken_at)
-            sequence = verdicts
+        Streak.objects.update_or_create(
+            project_id=project, model=model,
+            defaults={"current": total.current, "longest": total.longest,
+                      "last_broken_at": total.last_broken_at},
+        )  # fmt: skip
+
+
+def _minute_segments(batch: _Batch, last_id: int) -> dict[tuple, streaks.Segment]:
+    keys = list(batch.verdicts)
+    stored = _load_segments(Grain.MINUTE, keys)
+    out: dict[tuple, streaks.Segment] = {}
+    late = []
+    for key, verdicts in batch.verdicts.items():
+        verdicts.sort(key=lambda v: (v[1], v[2]))
+        before = stored.get(key, streaks.EMPTY)
+        if before.last_ts is None or (verdicts[0][1], verdicts[0][2]) > before.end:
+            out[key] = streaks.combine(before, streaks.of_verdicts(verdicts))
         else:
-            # A verdict arrived late: fold the model's whole history again, in order, up to
-            # this pass's last id (later ids belong to the next pass).
-            log.info("late verdict for %s: recomputing its streak", model)
-            state = StreakState()
-            sequence = list(
-                Record.objects.filter(
-                    project_id=project, kind=VERDICT, model=model, id__lte=last_id
-                )
-                .order_by("ts", "record_key")
-                .values_list("ts", "record_key", "outcome")
-            )
-        advance(state, ((outcome, ts) for ts, _, outcome in sequence))
-        streak.current, streak.longest = state.current, state.longest
-        streak.last_broken_at = state.last_broken_at
-        streak.last_ts, streak.last_key = sequence[-1][0], sequence[-1][1]
-        streak.save()
+            late.append(key)
+    if late:
+        # A verdict sorting inside an already-folded minute: fold that minute again from its
+        # verdicts, up to this pass's last id (later ids belong to the next pass).
+        for key, verdicts in _raw_verdicts(late, last_id).items():
+            out[key] = streaks.of_verdicts(verdicts)
+    return out
+
+
+def _raw_verdicts(keys: list[tuple], last_id: int) -> dict[tuple, list]:
+    wanted = set(keys)
+    by_project: dict[int, set] = defaultdict(set)
+    for project, model, _ in keys:
+        by_project[project].add(model)
+    out: dict[tuple, list] = defaultdict(list)
+    start = min(k[2] for k in keys)
+    end = max(k[2] for k in keys) + timedelta(minutes=1)
+    for project, models in by_project.items():
+        rows = (
+            Record.objects.filter(project_id=project, kind=VERDICT, model__in=models,
+                                  ts__gte=start, ts__lt=end, id__lte=last_id)
+            .order_by("ts", "record_key")
+            .values_list("model", "ts", "record_key", "outcome")
+        )  # fmt: skip
+        for model, ts, record_key, outcome in rows.iterator(chunk_size=10_000):
+            key = (project, model, truncate(ts, Grain.MINUTE))
+            if key in wanted:
+                out[key].append((outcome, ts, record_key))
+    return out
+
+
+_SEGMENT_FIELDS = ("model", "bucket", "has_ruling", "prefix", "suffix", "longest",
+                   "last_broken_at", "last_ts", "last_key")  # fmt: skip
+
+
+def _fold_children(child: str, parent: str, keys: set[tuple]) -> dict[tuple, streaks.Segment]:
+    """Each parent bucket's segment: the fold of its children, read in one query per project."""
+    children: dict[tuple, list[streaks.Segment]] = defaultdict(list)
+    span = timedelta(hours=1) if parent == Grain.HOUR else timedelta(days=1)
+    by_project: dict[int, set] = defaultdict(set)
+    for project, model, _ in keys:
+        by_project[project].add(model)
+    for project, models in by_project.items():
+        buckets = [b for p, _, b in keys if p == project]
+        rows = (
+            StreakSegment.objects.filter(project_id=project, grain=child, model__in=models,
+                                         bucket__gte=min(buckets), bucket__lt=max(buckets) + span)
+            .order_by("bucket")
+            .values_list(*_SEGMENT_FIELDS)
+        )  # fmt: skip
+        for model, bucket, *fields in rows.iterator(chunk_size=10_000):
+            key = (project, model, truncate(bucket, parent))
+            if key in keys:
+                children[key].append(streaks.Segment(*fields))
+    return {key: streaks.fold(children[key]) for key in keys}
+
+
+def _load_segments(grain: str, keys: list[tuple]) -> dict[tuple, streaks.Segment]:
+    out = {}
+    wanted = set(keys)
+    by_project: dict[int, set] = defaultdict(set)
+    for project, model, _ in keys:
+        by_project[project].add(model)
+    for project, models in by_project.items():
+        buckets = {k[2] for k in keys if k[0] == project}
+        for s in StreakSegment.objects.filter(project_id=project, grain=grain, model__in=models,
+                                              bucket__in=buckets):  # fmt: skip
+            if (project, s.model, s.bucket) in wanted:
+                out[(project, s.model, s.bucket)] = _segment(s)
+    return out
+
+
+def _save_segments(grain: str, segments: dict[tuple, streaks.Segment]) -> None:
+    StreakSegment.objects.bulk_create(
+        [
+            StreakSegment(project_id=project, model=model, grain=grain, bucket=bucket,
+                          has_ruling=seg.has_ruling, prefix=seg.prefix, suffix=seg.suffix,
+                          longest=seg.longest, last_broken_at=seg.last_broken_at,
+                          last_ts=seg.last_ts, last_key=seg.last_key)
+            for (project, model, bucket), seg in segments.items()
+        ],
+        update_conflicts=True,
+        unique_fields=["project", "model", "grain", "bucket"],
+        update_fields=["has_ruling", "prefix", "suffix", "longest", "last_broken_at", "last_ts",
+                       "last_key"],
+        batch_size=1000,
+    )  # fmt: skip
+
+
+def _segment(s: StreakSegment) -> streaks.Segment:
+    return streaks.Segment(s.has_ruling, s.prefix, s.suffix, s.longest, s.last_broken_at,
+                           s.last_ts, s.last_key)  # fmt: skip
+
+
+def _db_time(value: datetime):
+    return connection.ops.adapt_datetimefield_value(value)
 
 
 def freshness(*, project_id: int | None = None, now: datetime | None = None) -> dict:

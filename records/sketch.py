@@ -74,12 +74,17 @@ class Sketch:
                 return representative(index)
         raise AssertionError("unreachable: rank below count")
 
-    # Stored as JSON: {"z": zero count, "b": {"bin": count}} (JSON keys are strings).
+    # Stored as one flat JSON object of counts, {"z": zero count, "<bin>": count, ...}, so that
+    # the database merges two sketches by adding values key by key (records.sqlfunctions).
     def to_json(self) -> dict:
-        return {"z": self.zero, "b": {str(k): v for k, v in self.bins.items()}}
+        out = {str(k): v for k, v in self.bins.items()}
+        if self.zero:
+            out["z"] = self.zero
+        return out
 
     @classmethod
     def from_json(cls, data: dict | None) -> Sketch:
         if not data:
             return cls()
-        return cls({int(k): v for k, v in data.get("b", {}).items()}, data.get("z", 0))
+        zero = data.get("z", 0)
+        return cls({int(k): v for k, v in data.items() if k != "z"}, zero)

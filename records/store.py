@@ -4,7 +4,8 @@ This is the ingest hot path, so it skips the ORM (whose bulk_create is ~10x slow
 PostgreSQL): PostgreSQL stages the batch with COPY and inserts with ON CONFLICT DO NOTHING in one
 statement that also upserts the runs; SQLite takes its write lock at BEGIN (transaction_mode
 IMMEDIATE), drops the keys already stored and inserts the rest with executemany. Both commit
-before returning, and both count a key repeated inside the batch as a duplicate.
+before returning, and both count a key repeated inside the batch as a duplicate. A run is
+created on first sight; the catch-up pass widens it and counts its records.
 """
 
 from __future__ import annotations
@@ -68,35 +69,25 @@ WITH ins AS (
     ON CONFLICT (project_id, record_key) DO NOTHING
     RETURNING run_id, ts, agent, session_id, parent_run_id
 ), runs AS (
+    -- New runs only: widening a run's time range and counting its records is the catch-up
+    -- pass's job (records.rollup), so ingest never waits on a row the pass has locked.
     INSERT INTO {RUN_TABLE}
         (project_id, run_id, parent_run_id, agent, session_id, first_ts, last_ts,
          record_count, created_at, {_RUN_SUMMARY_COLUMNS})
     SELECT %(project)s, run_id, max(parent_run_id), max(agent), max(session_id), min(ts),
-           max(ts), count(*), %(now)s, '{{}}', '[]', false, false, false, false
-    FROM ins GROUP BY run_id ORDER BY run_id
-    ON CONFLICT (project_id, run_id) DO UPDATE SET
-        first_ts = LEAST({RUN_TABLE}.first_ts, EXCLUDED.first_ts),
-        last_ts = GREATEST({RUN_TABLE}.last_ts, EXCLUDED.last_ts),
-        record_count = {RUN_TABLE}.record_count + EXCLUDED.record_count,
-        parent_run_id = COALESCE({RUN_TABLE}.parent_run_id, EXCLUDED.parent_run_id),
-        agent = COALESCE({RUN_TABLE}.agent, EXCLUDED.agent),
-        session_id = COALESCE({RUN_TABLE}.session_id, EXCLUDED.session_id)
+           max(ts), 0, %(now)s, '{{}}', '{{}}', false, false, false, false
+    FROM ins GROUP BY run_id ORDER BY run_id COLLATE "C"
+    ON CONFLICT (project_id, run_id) DO NOTHING
     RETURNING 1
 )
 SELECT count(*) FROM ins
 """
-_SQLITE_RUN_UPSERT = f"""
+_SQLITE_RUN_INSERT = f"""
 INSERT INTO {RUN_TABLE}
     (project_id, run_id, parent_run_id, agent, session_id, first_ts, last_ts, record_count,
      created_at, {_RUN_SUMMARY_COLUMNS})
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, '{{}}', '[]', 0, 0, 0, 0)
-ON CONFLICT (project_id, run_id) DO UPDATE SET
-    first_ts = min(first_ts, excluded.first_ts),
-    last_ts = max(last_ts, excluded.last_ts),
-    record_count = record_count + excluded.record_count,
-    parent_run_id = coalesce(parent_run_id, excluded.parent_run_id),
-    agent = coalesce(agent, excluded.agent),
-    session_id = coalesce(session_id, excluded.session_id)
+VALUES (%s, %s, %s, %s, %s, %s, %s, 0, %s, '{{}}', '{{}}', 0, 0, 0, 0)
+ON CONFLICT (project_id, run_id) DO NOTHING
 """
 
 
@@ -191,27 +182,12 @@ def _insert_sqlite(project_id: int, rows: list[NormalisedRecord], now: datetime)
             [(project_id, received, *_row(r, ops.adapt_datetimefield_value(r.ts))) for r in new],
         )
         runs: dict[str, list] = {}
-        for r in new:
-            ts = ops.adapt_datetimefield_value(r.ts)
-            run = runs.get(r.run_id)
-            if run is None:
-                runs[r.run_id] = [
-                    project_id,
-                    r.run_id,
-                    r.parent_run_id,
-                    r.agent,
-                    r.session_id,
-                    ts,
-                    ts,
-                    1,
-                    received,
-                ]
+        for r in sorted(new, key=lambda r: r.ts):
+            if r.run_id not in runs:
+                ts = ops.adapt_datetimefield_value(r.ts)
+                runs[r.run_id] = [project_id, r.run_id, r.parent_run_id, r.agent, r.session_id,
+                                  ts, ts, received]  # fmt: skip
             else:
-                run[2] = run[2] or r.parent_run_id
-                run[3] = run[3] or r.agent
-                run[4] = run[4] or r.session_id
-                run[5] = min(run[5], ts)
-                run[6] = max(run[6], ts)
-                run[7] += 1
-        cursor.executemany(_SQLITE_RUN_UPSERT, list(runs.values()))
+                runs[r.run_id][6] = ops.adapt_datetimefield_value(r.ts)
+        cursor.executemany(_SQLITE_RUN_INSERT, list(runs.values()))
         return len(new)

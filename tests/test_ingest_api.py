@@ -11,6 +11,7 @@ from django.db import connections
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from records import rollup
 from records.models import ApiKey, Record, Run
 from tests.factories import record
 
@@ -63,9 +64,16 @@ def test_it_stores_the_envelope_facets_data_and_derived_fields(alice):
     assert stored.ts.isoformat().startswith(raw["ts"].rstrip("Z"))
 
 
-def test_it_creates_a_run_on_first_sight_and_widens_it_after(alice):
+def test_it_creates_a_run_on_first_sight(alice):
+    post(alice.client(), record(run_id="r1", ts="2026-11-20T09:00:05Z", parent_run_id="r0"))
+    run = Run.objects.get(project=alice.project, run_id="r1")
+    assert run.first_ts.isoformat() == run.last_ts.isoformat() == "2026-11-20T09:00:05+00:00"
+    assert (run.agent, run.session_id, run.parent_run_id) == ("support-bot", "sess-1", "r0")
+
+
+def test_the_catch_up_widens_the_run_and_counts_its_records(alice):
     client = alice.client()
-    post(client, record(run_id="r1", ts="2026-11-20T09:00:05Z", parent_run_id="r0"))
+    post(client, record(run_id="r1", ts="2026-11-20T09:00:05Z"))
     post(
         client,
         {
@@ -75,11 +83,11 @@ def test_it_creates_a_run_on_first_sight_and_widens_it_after(alice):
             ]
         },
     )
+    rollup.catch_up()
     run = Run.objects.get(project=alice.project, run_id="r1")
     assert run.first_ts.isoformat() == "2026-11-20T09:00:01+00:00"
     assert run.last_ts.isoformat() == "2026-11-20T09:00:09+00:00"
     assert run.record_count == 3
-    assert (run.agent, run.session_id, run.parent_run_id) == ("support-bot", "sess-1", "r0")
 
 
 def test_it_reports_rejections_with_207_and_keeps_the_valid_neighbours(alice):
@@ -142,6 +150,7 @@ def test_it_counts_a_resent_id_as_a_duplicate(alice):
     changed = dict(raw, ts="2026-11-20T09:30:00Z")  # same id: the first one stands
     assert post(client, changed).json() == {"accepted": 0, "duplicates": 1, "rejected": []}
     assert Record.objects.count() == 1
+    rollup.catch_up()
     assert Run.objects.get().record_count == 1
 
 

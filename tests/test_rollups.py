@@ -8,7 +8,7 @@ from datetime import datetime
 import pytest
 
 from records import rollup
-from records.models import Rollup, Run, Streak, Watermark
+from records.models import Rollup, Run, Streak, StreakSegment, Watermark
 from tests import rollup_data
 from tests.factories import record
 
@@ -227,9 +227,10 @@ def test_two_passes_equal_one(alice):
 def _forget_rollups(project):
     Rollup.objects.filter(project=project).delete()
     Streak.objects.filter(project=project).delete()
+    StreakSegment.objects.filter(project=project).delete()
     Run.objects.filter(project=project).update(
         kind_counts={},
-        models_seen=[],
+        models_seen={},
         has_swap=False,
         has_fallback=False,
         has_error=False,

@@ -1,0 +1,37 @@
+"""json_add(a, b): two flat JSON objects of counts added key by key, inside the database.
+
+Rollup sketches and run kind counts are such objects; merging them in the UPSERT means a
+catch-up pass never reads the rows it adds to. PostgreSQL gets the function from migration
+0004; SQLite connections get this Python version registered when they open.
+"""
+
+from __future__ import annotations
+
+import json
+
+POSTGRES_JSON_ADD = """
+CREATE OR REPLACE FUNCTION json_add(a jsonb, b jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(jsonb_object_agg(key, total), '{}'::jsonb)
+    FROM (
+        SELECT key, sum(value::numeric) AS total
+        FROM (SELECT * FROM jsonb_each_text(coalesce(a, '{}'::jsonb))
+              UNION ALL
+              SELECT * FROM jsonb_each_text(coalesce(b, '{}'::jsonb))) AS pairs
+        GROUP BY key
+    ) AS sums
+$$
+"""
+POSTGRES_DROP = "DROP FUNCTION IF EXISTS json_add(jsonb, jsonb)"
+
+
+def json_add(a: str | None, b: str | None) -> str:
+    out = json.loads(a) if a else {}
+    for key, value in (json.loads(b) if b else {}).items():
+        out[key] = out.get(key, 0) + value
+    return json.dumps(out, separators=(",", ":"))
+
+
+def register_sqlite(sender, connection, **kwargs) -> None:
+    if connection.vendor == "sqlite":
+        connection.connection.create_function("json_add", 2, json_add, deterministic=True)

@@ -1,0 +1,49 @@
+"""The streak monoid: folding any split of the verdicts equals walking them one by one."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from records import streaks
+
+T0 = datetime(2026, 11, 20, tzinfo=UTC)
+
+
+def walk(classes):
+    """DESIGN §4 read literally: +1 on parse_error, reset on a ruling, unavailable leaves it."""
+    current = longest = 0
+    for c in classes:
+        if c == "parse_error":
+            current += 1
+            longest = max(longest, current)
+        elif c in ("allow", "block"):
+            current = 0
+    return current, longest
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_any_split_folds_to_the_streak_of_the_whole_sequence(seed):
+    rng = random.Random(seed)
+    classes = rng.choices(
+        ["allow", "block", "parse_error", "unavailable"], [3, 1, 4, 1], k=rng.randrange(0, 60)
+    )
+    verdicts = [(c, T0 + timedelta(seconds=i), f"k{i:03}") for i, c in enumerate(classes)]
+    cuts = sorted(rng.sample(range(len(verdicts) + 1), k=min(5, len(verdicts) + 1)))
+    pieces = [verdicts[a:b] for a, b in zip([0, *cuts], [*cuts, len(verdicts)], strict=True)]
+    folded = streaks.fold(streaks.of_verdicts(p) for p in pieces)
+    assert (folded.current, folded.longest) == walk(classes)
+    broken = [ts for c, ts, _ in verdicts if c == "parse_error"]
+    assert folded.last_broken_at == (max(broken) if broken else None)
+
+
+def test_an_unavailable_classifier_leaves_the_streak_alone():
+    seq = [
+        ("parse_error", T0, "a"),
+        ("unavailable", T0 + timedelta(1), "b"),
+        ("parse_error", T0 + timedelta(2), "c"),
+    ]
+    seg = streaks.of_verdicts(seq)
+    assert (seg.current, seg.longest) == (2, 2)
