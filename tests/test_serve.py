@@ -74,8 +74,8 @@ def test_it_starts_the_product_on_embedded_defaults(tmp_path):
 
         def up():
             try:
-                return requests.get(f"{base}/accounts/login/", timeout=2).status_code == 200
-            except requests.ConnectionError:
+                return requests.get(f"{base}/accounts/login/", timeout=10).status_code == 200
+            except requests.RequestException:  # not up yet, or too busy to answer in time
                 return False
 
         _wait_for(up, 30, "the web server")

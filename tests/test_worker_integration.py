@@ -48,7 +48,7 @@ def _wait(predicate, timeout: float, what: str):
     while time.monotonic() < deadline:
         try:
             value = predicate()
-        except requests.ConnectionError:
+        except requests.RequestException:  # not up yet, or too busy to answer in time
             value = None
         if value:
             return value
@@ -130,7 +130,7 @@ def product(tmp_path: Path, redis_url: str):
     ]
     with running(web, env, tmp_path / "web.log"), running(worker, env, tmp_path / "worker.log"):
         base = f"http://127.0.0.1:{port}"
-        _wait(lambda: requests.get(f"{base}/accounts/login/", timeout=2).ok, 30, "gunicorn")
+        _wait(lambda: requests.get(f"{base}/accounts/login/", timeout=10).ok, 30, "gunicorn")
         yield base
 
 
