@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -13,7 +15,7 @@ from rest_framework.views import APIView
 from api.access import CanRead, project_for_request
 from api.auth import ApiKeyAuthentication
 from records.filters import FilterError, parse_filters
-from records.metrics import MetricError, query_metric
+from records.metrics import METRICS, MetricError, query_metric
 from records.models import Streak
 from records.rollup import freshness
 
@@ -27,7 +29,31 @@ class ReadView(APIView):
     permission_classes = [CanRead]
 
 
+_METRIC_PARAMETERS = [
+    OpenApiParameter("metric", str, OpenApiParameter.PATH, enum=list(METRICS)),
+    OpenApiParameter(
+        "interval", str, enum=["minute", "hour", "day"], description="Bucket size; default hour."
+    ),
+    OpenApiParameter(
+        "group_by",
+        str,
+        enum=["model", "agent", "reason", "kind"],
+        description="Default: the metric's own grouping (DESIGN §4).",
+    ),
+    OpenApiParameter("from", OpenApiTypes.DATETIME, description="Default: `to` minus 24 h."),
+    OpenApiParameter("to", OpenApiTypes.DATETIME, description="Default: now."),
+    OpenApiParameter("agent", str, description="Comma list of agents."),
+    OpenApiParameter("model", str, description="Comma list of models."),
+]
+
+
 class MetricView(ReadView):
+    @extend_schema(
+        parameters=_METRIC_PARAMETERS,
+        responses=OpenApiTypes.OBJECT,
+        description="A metric of DESIGN §4 from rollups: series per group and bucket "
+        "({t, value, count}), totals per group, and the rollups' freshness.",
+    )
     def get(self, request, metric: str):
         project = project_for_request(request)
         params = request.query_params
@@ -64,6 +90,11 @@ class MetricView(ReadView):
 
 
 class StreakView(ReadView):
+    @extend_schema(
+        parameters=[OpenApiParameter("model", str, description="Comma list of models.")],
+        responses=OpenApiTypes.OBJECT,
+        description="Per model: current and longest contract-broken streak, last broken at.",
+    )
     def get(self, request):
         project = project_for_request(request)
         try:

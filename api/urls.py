@@ -1,12 +1,33 @@
 from __future__ import annotations
 
 from django.urls import path
+from rest_framework.routers import SimpleRouter
 
-from api.ingest import IngestView
+from api.alerts import AlertEventListView, AlertRuleViewSet
+from api.exports import ExportDownloadView, ExportJobListView, ExportJobView, ExportView
 from api.metrics import MetricView, StreakView
+from api.openapi import DecisionboardSchemaView
+from api.read import RecordsView, RunDetailView, RunListView
 
 urlpatterns = [
-    path("records", IngestView.as_view(), name="api-records"),
+    # POST ingests (api.ingest.IngestView), GET lists: RecordsView serves both.
+    path("records", RecordsView.as_view(), name="api-records"),
+    path("runs", RunListView.as_view(), name="api-runs"),
+    # run_ids are free text: `path` lets one hold a slash.
+    path("runs/<path:run_id>", RunDetailView.as_view(), name="api-run"),
+    path("export", ExportView.as_view(), name="api-export"),
+    path("exports", ExportJobListView.as_view(), name="api-exports"),
+    path("exports/<int:job_id>", ExportJobView.as_view(), name="api-export-job"),
+    path("exports/<int:job_id>/download", ExportDownloadView.as_view(), name="api-export-download"),
+    path("schema/", DecisionboardSchemaView.as_view(), name="api-schema"),
     path("metrics/<str:metric>", MetricView.as_view(), name="api-metric"),
     path("streaks", StreakView.as_view(), name="api-streaks"),
+]
+
+# /alert-rules and /alert-rules/{id}, no trailing slash like the other endpoints.
+alert_rules = SimpleRouter(trailing_slash=False)
+alert_rules.register("alert-rules", AlertRuleViewSet, basename="api-alert-rules")
+urlpatterns += [
+    *alert_rules.urls,
+    path("alert-events", AlertEventListView.as_view(), name="api-alert-events"),
 ]

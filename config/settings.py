@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "records",
     "alerts",
     "api",
@@ -60,6 +61,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "dashboard.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -184,6 +186,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Decision records in, metrics, runs and exports out (see DESIGN.md).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # msgspec's JSON Schema for the record kinds is 3.1-shaped.
+    "OAS_VERSION": "3.1.0",
 }
 
 # Email for alert notifications: SMTP when EMAIL_HOST is set, otherwise printed to the console.
@@ -214,6 +218,8 @@ DECISIONBOARD = {
     "MAX_FUTURE_SECONDS": env_int("DECISIONBOARD_MAX_FUTURE_SECONDS", 300, minimum=0),
     # After each ingest commit, enqueue a (debounced) catch-up so rollups follow within seconds.
     "NUDGE_WORKERS": env_bool("DECISIONBOARD_NUDGE_WORKERS", True),
+    # Export job files are deleted this long after they finish.
+    "EXPORT_TTL_HOURS": env_int("DECISIONBOARD_EXPORT_TTL_HOURS", 24, minimum=1),
 }
 
 # Celery: Redis when REDIS_URL is set, otherwise kombu's filesystem transport under var/ so that

@@ -1,10 +1,18 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
+
+from api.openapi import SWAGGER_ASSETS, DocsView, docs_asset
 
 urlpatterns = [
     path("api/v1/", include("api.urls")),
+    path("api/docs/", DocsView.as_view(), name="api-docs"),
+    re_path(
+        rf"^api/docs/assets/(?P<name>{'|'.join(a.replace('.', '[.]') for a in SWAGGER_ASSETS)})$",
+        docs_asset,
+        name="api-docs-asset",
+    ),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("dashboard.urls")),

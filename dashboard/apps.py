@@ -6,3 +6,7 @@ from django.apps import AppConfig
 class DashboardConfig(AppConfig):
     name = "dashboard"
     verbose_name = "Operator pages"
+
+    def ready(self) -> None:
+        # Connects the login signal that caches the operator's projects for the header.
+        from dashboard import access  # noqa: F401

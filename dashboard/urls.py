@@ -2,8 +2,46 @@ from __future__ import annotations
 
 from django.urls import path
 
-from dashboard import views
+from dashboard import (
+    alerts,
+    classifiers,
+    exports,
+    models_page,
+    overview,
+    pick,
+    projects,
+    run_detail,
+    runs,
+    streaks,
+)
 
 urlpatterns = [
-    path("", views.overview, name="dash-overview"),
+    path("", overview.overview, name="dash-overview"),
+    path("runs/", runs.runs_list, name="dash-runs"),
+    path("runs/<str:run_id>/", run_detail.run_detail, name="dash-run-detail"),
+    path("runs/<str:run_id>/picks/<int:iteration>/", pick.pick_detail, name="dash-pick"),
+    path("models/", models_page.models_page, name="dash-models"),
+    path("classifiers/", classifiers.classifiers_page, name="dash-classifiers"),
+    path("streaks/", streaks.streaks_page, name="dash-streaks"),
+    path("projects/switch/", projects.switch_project, name="dash-switch-project"),
+    path("exports/", exports.exports_page, name="dash-exports"),
+    path("alerts/", alerts.alerts_list, name="dash-alerts"),
+    path("alerts/new/", alerts.rule_edit, name="dash-alert-new"),
+    path("alerts/events/", alerts.alert_events, name="dash-alert-events"),
+    path("alerts/<int:rule_id>/", alerts.rule_edit, name="dash-alert-edit"),
+    path("alerts/<int:rule_id>/pause/", alerts.rule_pause, name="dash-alert-pause"),
+    path("alerts/<int:rule_id>/silence/", alerts.rule_silence, name="dash-alert-silence"),
+    path("alerts/<int:rule_id>/delete/", alerts.rule_delete, name="dash-alert-delete"),
+    path("alerts/channels/new/", alerts.channel_edit, name="dash-alert-channel-new"),
+    path("alerts/channels/<int:channel_id>/", alerts.channel_edit, name="dash-alert-channel-edit"),
+    path(
+        "alerts/channels/<int:channel_id>/test/",
+        alerts.channel_test,
+        name="dash-alert-channel-test",
+    ),
+    path(
+        "alerts/channels/<int:channel_id>/enable/",
+        alerts.channel_enable,
+        name="dash-alert-channel-enable",
+    ),
 ]

@@ -75,7 +75,9 @@ def derive_model_selection(d: s.ModelSelection) -> Derived:
         model=d.default_model,
         iteration=d.step,
         is_swap=swap,
-        rollup_key=d.selected_model,
+        # selected | previous model: the swap matrix (default → selected) and the step-to-step
+        # model paths (previous → selected), for about one row more per default model.
+        rollup_key=f"{d.selected_model}|{d.previous_model or ''}",
         fields={"swap": swap, "switch": switch, "selected_model": d.selected_model},
     )
 
@@ -165,6 +167,16 @@ def derive_verdict(d: s.Verdict) -> Derived:
 
 
 _FALLBACK_NOTICES = {"classifier.fallback", "route.fallback_to_primary"}
+# Notices whose rollups split by a detail field (the classifiers page charts them by it).
+_NOTICE_SPLITS = {
+    "classifier.role_defaulted": ("reason",),
+    "classifier.unavailable": ("cause", "disposition"),
+}
+
+
+def _notice_key(d: s.Notice) -> str:
+    fields = _NOTICE_SPLITS.get(d.code, ())
+    return "|".join((d.code, *(str(d.detail.get(f, "")) for f in fields)))
 
 
 def derive_notice(d: s.Notice) -> Derived:
@@ -176,7 +188,7 @@ def derive_notice(d: s.Notice) -> Derived:
         is_fallback=d.code in _FALLBACK_NOTICES,
         is_contract_break=d.code == "classifier.contract_broken",
         is_error=d.level == "error",
-        rollup_key=d.code,
+        rollup_key=_notice_key(d),
         fields={"known_code": d.code in s.NOTICE_DETAILS},
     )
 

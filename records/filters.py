@@ -1,16 +1,18 @@
 """The one filter vocabulary of DESIGN §5: from, to, agent, model, kind, run_id, session_id, has.
 
 `parse_filters` turns query parameters into `Filters`, or raises FilterError naming the parameter;
-the API lists, the metrics, the runs page and the exports all read the same `Filters`.
+the API lists, the metrics, the runs page and the exports all read the same `Filters`, and
+`filter_records` / `filter_runs` apply them to a queryset.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import msgspec
+from django.db.models import Q, QuerySet
 
 from records.kinds import KIND_NAMES
 from records.schema import Timestamp
@@ -22,6 +24,8 @@ HAS_FLAGS = {
     "contract_break": "is_contract_break",
 }
 MAX_VALUES = 50
+# Every parameter of the vocabulary, in the order forms show them.
+PARAMS = ("from", "to", "agent", "model", "kind", "run_id", "session_id", "has")
 
 
 class FilterError(ValueError):
@@ -88,3 +92,63 @@ def parse_filters(params: Mapping[str, str]) -> Filters:
         session_ids=_list(params, "session_id"),
         has=has,
     )
+
+
+# --- applying Filters ------------------------------------------------------------------------
+# Within one parameter a comma list means "any of" (agent=a,b is agent a or agent b), `has`
+# included: has=swap,error keeps what has a swap or an error. Parameters combine with AND.
+# Times are half-open: from <= ts < to.
+
+
+def filter_records(queryset: QuerySet, filters: Filters) -> QuerySet:
+    """Apply `filters` to a Record queryset, on the facet columns stored at ingest."""
+    if filters.start:
+        queryset = queryset.filter(ts__gte=filters.start)
+    if filters.end:
+        queryset = queryset.filter(ts__lt=filters.end)
+    for column, values in (
+        ("agent", filters.agents),
+        ("model", filters.models),
+        ("kind", filters.kinds),
+        ("run_id", filters.run_ids),
+        ("session_id", filters.session_ids),
+    ):
+        if values:
+            queryset = queryset.filter(**{f"{column}__in": values})
+    if filters.has:
+        queryset = queryset.filter(_any_true(HAS_FLAGS[flag] for flag in filters.has))
+    return queryset
+
+
+def filter_runs(queryset: QuerySet, filters: Filters) -> QuerySet:
+    """Apply `filters` to a Run queryset.
+
+    A run matches a time range it overlaps (first_ts < to and last_ts >= from). The time span
+    and the summary that `model`, `kind` and `has` read are kept by the workers' catch-up pass
+    (records.rollup), so a run's newest records count there a few seconds after ingest.
+    """
+    if filters.start:
+        queryset = queryset.filter(last_ts__gte=filters.start)
+    if filters.end:
+        queryset = queryset.filter(first_ts__lt=filters.end)
+    for column, values in (
+        ("agent", filters.agents),
+        ("run_id", filters.run_ids),
+        ("session_id", filters.session_ids),
+    ):
+        if values:
+            queryset = queryset.filter(**{f"{column}__in": values})
+    if filters.models:
+        queryset = queryset.filter(models_seen__has_any_keys=filters.models)
+    if filters.kinds:
+        queryset = queryset.filter(kind_counts__has_any_keys=filters.kinds)
+    if filters.has:
+        queryset = queryset.filter(_any_true(f"has_{flag}" for flag in filters.has))
+    return queryset
+
+
+def _any_true(columns: Iterable[str]) -> Q:
+    condition = Q()
+    for column in columns:
+        condition |= Q(**{column: True})
+    return condition

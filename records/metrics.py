@@ -8,7 +8,7 @@ it. `query_metric` reads the rows of one grain and returns the API shape of DESI
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -214,7 +214,8 @@ METRICS: dict[str, Metric] = {
             "swap_rate",
             ("model_selection",),
             Rate,
-            lambda r: [(_by_model(r), (r.count if r.key != r.model else 0, r.count))],
+            # The key is "selected model|previous model" (records.derive).
+            lambda r: [(_by_model(r), (r.count if _split(r.key, 1)[0] != r.model else 0, r.count))],
             doc="model_selection with selected_model != default_model, by default_model.",
         ),
         Metric(
@@ -283,17 +284,7 @@ class MetricError(ValueError):
         self.param = param
 
 
-def query_metric(
-    *,
-    project_id: int,
-    name: str,
-    interval: str,
-    start: datetime,
-    end: datetime,
-    group_by: str | None = None,
-    agents: list[str] | None = None,
-    models: list[str] | None = None,
-) -> dict:
+def _check(name: str, interval: str, group_by: str | None, start: datetime, end: datetime):
     metric = METRICS.get(name)
     if metric is None:
         raise MetricError("metric", f"unknown metric {name!r}; one of: {', '.join(METRICS)}")
@@ -306,29 +297,60 @@ def query_metric(
     first = truncate(start, interval)
     if (end - first) / INTERVALS[interval] > MAX_POINTS:
         raise MetricError("interval", f"more than {MAX_POINTS:,} points; use a coarser interval")
+    return metric
 
+
+_ROW_FIELDS = ("bucket", "kind", "agent", "model", "key", "count", "tokens_in", "tokens_out",
+               "sketch")  # fmt: skip
+
+
+def read_rows(
+    *,
+    project_id: int,
+    interval: str,
+    start: datetime,
+    end: datetime,
+    kinds: Iterable[str] = (),
+    agents: list[str] | None = None,
+) -> Iterator[Row]:
+    """The rollup rows of one grain whose bucket overlaps [start, end), in one query.
+
+    A page that draws several metrics over the same range reads the rows once and folds each
+    metric from them (`fold_metric`); `query_metric` is the two together.
+    """
     rows = Rollup.objects.filter(
-        project_id=project_id, grain=Grain(interval), bucket__gte=first, bucket__lt=end
+        project_id=project_id,
+        grain=Grain(interval),
+        bucket__gte=truncate(start, interval),
+        bucket__lt=end,
     )
-    if metric.kinds:
-        rows = rows.filter(kind__in=metric.kinds)
+    kinds = tuple(kinds)
+    if kinds:
+        rows = rows.filter(kind__in=kinds)
     if agents:
         rows = rows.filter(agent__in=agents)
-    fields = (
-        "bucket",
-        "kind",
-        "agent",
-        "model",
-        "key",
-        "count",
-        "tokens_in",
-        "tokens_out",
-        "sketch",
-    )
+    for values in rows.values_list(*_ROW_FIELDS).iterator(chunk_size=5000):
+        yield Row(*values)
+
+
+def fold_metric(
+    name: str,
+    rows: Iterable[Row],
+    *,
+    interval: str,
+    start: datetime,
+    end: datetime,
+    group_by: str | None = None,
+    models: list[str] | None = None,
+) -> dict:
+    """The API shape of DESIGN §5 for metric `name` over `rows` (rows of other kinds skipped)."""
+    metric = _check(name, interval, group_by, start, end)
+    kinds = set(metric.kinds)
     contribute = dict(metric.variants).get(group_by, metric.contribute)
     points: dict[tuple, dict[datetime, Any]] = defaultdict(dict)
-    for values in rows.values_list(*fields).iterator(chunk_size=5000):
-        row = Row(*values)
+    for row in rows:
+        if kinds and row.kind not in kinds:
+            continue
         for group, args in contribute(row):
             if models and group.get("model", row.model) not in models:
                 continue
@@ -364,3 +386,28 @@ def query_metric(
         "series": series,
         "totals": totals,
     }
+
+
+def query_metric(
+    *,
+    project_id: int,
+    name: str,
+    interval: str,
+    start: datetime,
+    end: datetime,
+    group_by: str | None = None,
+    agents: list[str] | None = None,
+    models: list[str] | None = None,
+) -> dict:
+    metric = _check(name, interval, group_by, start, end)
+    rows = read_rows(
+        project_id=project_id,
+        interval=interval,
+        start=start,
+        end=end,
+        kinds=metric.kinds,
+        agents=agents,
+    )
+    return fold_metric(
+        name, rows, interval=interval, start=start, end=end, group_by=group_by, models=models
+    )

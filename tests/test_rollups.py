@@ -8,7 +8,7 @@ from datetime import datetime
 import pytest
 
 from records import rollup
-from records.models import Rollup, Run, Streak, StreakSegment, Watermark
+from records.models import Record, Rollup, Run, Streak, StreakSegment, Watermark
 from tests import rollup_data
 from tests.factories import record
 
@@ -236,14 +236,17 @@ def _forget_rollups(project):
         has_error=False,
         has_contract_break=False,
     )
-    Watermark.objects.update(last_id=0)
+    # Back to just before the project's first record (ids don't restart between tests).
+    first = Record.objects.filter(project=project).order_by("id").values_list("id", flat=True)[0]
+    Watermark.objects.update(last_id=first - 1)
+    return first - 1
 
 
 def test_a_pass_interrupted_half_way_leaves_nothing_behind(alice, monkeypatch):
     ingest(alice, rollup_data.build(400, seed=6))
     rollup.catch_up()
     clean = _snapshot(alice.project)
-    _forget_rollups(alice.project)
+    start = _forget_rollups(alice.project)
 
     def killed(*args, **kwargs):
         raise RuntimeError("worker killed")
@@ -251,7 +254,7 @@ def test_a_pass_interrupted_half_way_leaves_nothing_behind(alice, monkeypatch):
     monkeypatch.setattr(rollup, "_merge_streaks", killed)
     with pytest.raises(RuntimeError):
         rollup.run_pass(250)  # dies after writing its rollups and run summaries
-    assert Watermark.objects.get().last_id == 0
+    assert Watermark.objects.get().last_id == start
     assert not Rollup.objects.exists()
     monkeypatch.undo()
     rollup.catch_up(batch_size=250)

@@ -18,4 +18,18 @@ BEAT_SCHEDULE = {
         "schedule": 10.0,
         "options": {"queue": Queue.DEFAULT, "expires": 10.0},
     },
+    # Deletes export files past their expiry (DECISIONBOARD_EXPORT_TTL_HOURS) and fails export
+    # jobs whose worker vanished; a quarter of an hour late is harmless for either.
+    "expire-exports": {
+        "task": "workers.tasks.expire_exports_task",
+        "schedule": 900.0,
+        "options": {"queue": Queue.DEFAULT, "expires": 900.0},
+    },
+    # Evaluates every alert rule from the rollups; rules count in whole minutes, so once a
+    # minute is as often as a state can change. A tick that overruns is not stacked on.
+    "evaluate-alerts": {
+        "task": "workers.tasks.evaluate_alerts_task",
+        "schedule": 60.0,
+        "options": {"queue": Queue.DEFAULT, "expires": 60.0},
+    },
 }

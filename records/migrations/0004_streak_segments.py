@@ -12,6 +12,14 @@ def create_json_add(apps, schema_editor):
         schema_editor.execute(POSTGRES_JSON_ADD)
 
 
+def models_seen_to_counts(apps, schema_editor):
+    # models_seen was a list of model names; it is now {model: records naming it}.
+    Run = apps.get_model("records", "Run")
+    for run in Run.objects.all().only("id", "models_seen").iterator(chunk_size=2000):
+        if isinstance(run.models_seen, list):
+            Run.objects.filter(pk=run.pk).update(models_seen={m: 1 for m in run.models_seen})
+
+
 def drop_json_add(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(POSTGRES_DROP)
@@ -38,6 +46,7 @@ class Migration(migrations.Migration):
             name='models_seen',
             field=models.JSONField(default=dict, help_text='{model: records naming it}'),
         ),
+        migrations.RunPython(models_seen_to_counts, migrations.RunPython.noop),
         migrations.CreateModel(
             name='StreakSegment',
             fields=[

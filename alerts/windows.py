@@ -1,0 +1,398 @@
+"""What a rule reads: its metric over rollup rows, per group, over a window of minutes.
+
+A rule's metric is one of `records.metrics.METRICS` (DESIGN §4) or the contract-broken streak.
+The accumulators and row contributions are those of records.metrics, so a rule's value over a
+window is what GET /api/v1/metrics/{metric} answers as the total over the same minutes (a test
+holds the two to it). The engine does not call `query_metric` once per rule: that reads every
+row of the metric's kinds and filters models in Python, so a thousand rules would read the same
+rows a thousand times. Instead `read_rows` reads a project's minute rows once per tick and
+`fold` computes each rule from them; the preview slides the same fold over a day.
+
+A window of N minutes is N whole minute buckets ending with the current, partial, one; a window
+over an hour is whole hours and reads hour buckets the same way (H hour buckets ending with the
+current one), so that a day-long window reads 24 rows a group instead of 1,440.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from functools import lru_cache
+from typing import Any
+
+import orjson
+from django.db.models import TextField
+from django.db.models.functions import Cast
+
+from records.metrics import METRICS, Quantile, Rate, Row, Total
+from records.models import Grain, Rollup
+from records.rollup import truncate
+
+STREAK = "contract_broken_streak"
+PICKS = ("tool_choice.pick", "tool_choice.pick_error")
+VERDICT = "classifier.verdict"
+MAX_WINDOW_MINUTES = 24 * 60
+HOUR = 60
+
+
+class Family(StrEnum):
+    LATENCY = "latency"
+    RATE = "rate"
+    COUNT = "count"
+    STREAK = "streak"
+
+
+def _family(name: str) -> Family:
+    if name == STREAK:
+        return Family.STREAK
+    acc = METRICS[name].make()
+    if isinstance(acc, Quantile):
+        return Family.LATENCY
+    return Family.RATE if isinstance(acc, Rate) else Family.COUNT
+
+
+RULE_METRICS: dict[str, Family] = {name: _family(name) for name in (*METRICS, STREAK)}
+
+# Dimensions a metric splits its values by besides model and agent, which a rule may pin with
+# `match` (e.g. {"verdict": "block"}); unpinned, they are added up.
+MATCH_KEYS: dict[str, tuple[str, ...]] = {
+    "narrowing_skip_rate": ("reason",),
+    "verdicts": ("verdict",),
+    "provider_errors": ("provider", "error"),
+    "invented_tool_rate": ("decision", "protocol"),
+    "model_call_latency_p50": ("provider",),
+    "model_call_latency_p95": ("provider",),
+    "model_call_latency_p99": ("provider",),
+    "model_call_tokens": ("provider",),
+}
+
+
+def metric_kinds(metric: str) -> tuple[str, ...]:
+    """The record kinds a metric reads; () is every kind (the `records` metric)."""
+    return () if metric == STREAK else METRICS[metric].kinds
+
+
+def group_bys(metric: str) -> tuple[str, ...]:
+    if metric == STREAK:
+        return ("model",)
+    return tuple(g for g in METRICS[metric].group_bys if g in ("model", "agent"))
+
+
+def classifier_applies(metric: str) -> bool:
+    kinds = metric_kinds(metric)
+    return metric == STREAK or bool(kinds) and set(kinds) <= {*PICKS, VERDICT}
+
+
+def _classifier_of(row: Row) -> str:
+    """The classifier a row is about: the pick's classifier model, or a verdict's seat model."""
+    if row.kind == VERDICT:
+        parts = row.key.split("|")
+        return parts[2] if len(parts) > 2 else row.model
+    return row.model
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    metric: str
+    agent: str = ""
+    model: str = ""
+    classifier: str = ""
+    kind: str = ""
+    match: tuple[tuple[str, str], ...] = ()
+    group_by: str = ""
+
+    @property
+    def family(self) -> Family:
+        return RULE_METRICS[self.metric]
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return (self.kind,) if self.kind else metric_kinds(self.metric)
+
+    @property
+    def model_is_row_model(self) -> bool:
+        # Ladder fallbacks group by the seat model inside the rollup key, not the row's model.
+        return self.metric != "ladder_fallback_rate"
+
+
+def query_errors(query: Query) -> dict[str, list[str]]:
+    """Field errors of a rule's metric, filters and grouping (empty when it can be evaluated)."""
+    if query.metric not in RULE_METRICS:
+        return {"metric": [f"unknown metric; one of: {', '.join(RULE_METRICS)}"]}
+    errors: dict[str, list[str]] = {}
+    if query.group_by and query.group_by not in group_bys(query.metric):
+        allowed = ", ".join(group_bys(query.metric)) or "nothing"
+        errors["group_by"] = [f"{query.metric} groups by: {allowed}"]
+    if query.classifier and not classifier_applies(query.metric):
+        errors["classifier"] = ["applies to classifier metrics (picks, verdicts, streaks) only"]
+    kinds = metric_kinds(query.metric)
+    if query.kind and (query.metric == STREAK or kinds and query.kind not in kinds):
+        errors["kind"] = [f"{query.metric} reads: {', '.join(kinds) or 'no record kinds'}"]
+    if query.agent and query.metric == STREAK:
+        errors["agent"] = ["streaks are kept per model, not per agent"]
+    allowed = MATCH_KEYS.get(query.metric, ())
+    bad = [k for k, _ in query.match if k not in allowed]
+    if bad:
+        errors["match"] = [
+            f"{query.metric} can match on: {', '.join(allowed)}"
+            if allowed
+            else f"{query.metric} has no dimension to match on"
+        ]
+    return errors
+
+
+def window_grain(minutes: int) -> Grain:
+    return Grain.MINUTE if minutes <= HOUR else Grain.HOUR
+
+
+def window_errors(minutes: int) -> list[str]:
+    if not 1 <= minutes <= MAX_WINDOW_MINUTES:
+        return [f"must be between 1 and {MAX_WINDOW_MINUTES}"]
+    if minutes > HOUR and minutes % HOUR:
+        return ["a window over an hour is whole hours (120, 180, ...)"]
+    return []
+
+
+def window_start(now: datetime, minutes: int) -> datetime:
+    """The first bucket of the window that ends with the bucket holding `now`."""
+    if window_grain(minutes) == Grain.MINUTE:
+        return truncate(now, Grain.MINUTE) - timedelta(minutes=minutes - 1)
+    return truncate(now, Grain.HOUR) - timedelta(hours=minutes // HOUR - 1)
+
+
+# --- folding rows -------------------------------------------------------------------------------
+def fold(query: Query, rows: Iterable[Row], *, since: datetime | None = None) -> dict[str, Any]:
+    """Accumulators per group over `rows` (those before `since` skipped)."""
+    out: dict[str, Any] = {}
+    make = METRICS[query.metric].make
+    for group, _, args in _contributions(query, rows, since):
+        acc = out.get(group)
+        if acc is None:
+            acc = out[group] = make()
+        acc.add(*args)
+    return out
+
+
+def fold_by_minute(query: Query, rows: Iterable[Row]) -> dict[str, dict[datetime, Any]]:
+    """Accumulators per group and minute bucket, for sliding windows."""
+    out: dict[str, dict[datetime, Any]] = defaultdict(dict)
+    make = METRICS[query.metric].make
+    for group, bucket, args in _contributions(query, rows, None):
+        acc = out[group].get(bucket)
+        if acc is None:
+            acc = out[group][bucket] = make()
+        acc.add(*args)
+    return dict(out)
+
+
+def _contributions(
+    query: Query, rows: Iterable[Row], since: datetime | None
+) -> Iterator[tuple[str, datetime, tuple]]:
+    metric = METRICS[query.metric]
+    match = dict(query.match)
+    # Every pick is in the denominator of every skip reason's rate: the per-reason variant.
+    contribute = dict(metric.variants)["reason"] if "reason" in match else metric.contribute
+    kinds = set(query.kinds)
+    for row in rows:
+        if since is not None and row.bucket < since:
+            continue
+        if kinds and row.kind not in kinds:
+            continue
+        if query.agent and row.agent != query.agent:
+            continue
+        if query.classifier and _classifier_of(row) != query.classifier:
+            continue
+        for group, args in contribute(row):
+            if query.model and group.get("model", row.model) != query.model:
+                continue
+            if match and any(group.get(k) != v for k, v in match.items()):
+                continue
+            if query.group_by == "agent":
+                key = row.agent
+            elif query.group_by == "model":
+                key = group.get("model", row.model)
+            else:
+                key = ""
+            yield key, row.bucket, args
+
+
+class Sliding:
+    """One accumulator over a window that moves a minute at a time: add the new, drop the old.
+
+    Rates and counts subtract; sketches subtract their bin counts, which is exact because
+    minute sketches merge by adding bins. Merging the window afresh each minute would cost
+    window-size merges per minute of a day.
+    """
+
+    def __init__(self, make) -> None:
+        self.acc = make()
+
+    def add(self, other: Any) -> None:
+        self.acc.merge(other)
+
+    def remove(self, other: Any) -> None:
+        acc = self.acc
+        if isinstance(acc, Rate):
+            acc.num -= other.num
+            acc.den -= other.den
+        elif isinstance(acc, Total):
+            acc.value -= other.value
+            acc.count -= other.count
+        elif isinstance(acc, Quantile):
+            bins = acc.sketch.bins
+            acc.sketch.zero -= other.sketch.zero
+            for index, count in other.sketch.bins.items():
+                left = bins[index] - count
+                if left:
+                    bins[index] = left
+                else:
+                    del bins[index]
+        else:
+            raise TypeError(f"cannot slide a window over {type(acc).__name__}")
+
+    def result(self) -> tuple[float | None, int]:
+        return self.acc.result()
+
+
+def slide(
+    query: Query, buckets: dict[datetime, Any], times: list[datetime], minutes: int
+) -> list[tuple[float | None, int]]:
+    """(value, count) of the window ending at each of `times` (minutes, sorted), from the
+    minute accumulators `buckets`."""
+    make = METRICS[query.metric].make
+    window = Sliding(make)
+    out = []
+    step = timedelta(minutes=1)
+    lo = hi = None  # the window holds the buckets in [lo, hi]
+    for t in times:
+        # Minute buckets, even for an hour window: at `t` its current hour held minutes to `t`.
+        first = window_start(t, minutes)
+        if hi is None or first > hi:  # no overlap with the previous window: start afresh
+            window = Sliding(make)
+            cursor = first
+        else:
+            while lo < first:
+                if lo in buckets:
+                    window.remove(buckets[lo])
+                lo += step
+            cursor = hi + step
+        while cursor <= t:
+            if cursor in buckets:
+                window.add(buckets[cursor])
+            cursor += step
+        lo, hi = first, t
+        out.append(window.result())
+    return out
+
+
+# --- reading rows ---------------------------------------------------------------------------
+class _Run:
+    """Rows sorted by bucket, so that a window starts at a bisection instead of a scan."""
+
+    __slots__ = ("buckets", "rows")
+
+    def __init__(self, rows: list[Row]) -> None:
+        rows.sort(key=lambda row: row.bucket)
+        self.rows = rows
+        self.buckets = [row.bucket for row in rows]
+
+    def since(self, start: datetime | None) -> list[Row]:
+        if start is None:
+            return self.rows
+        return self.rows[bisect_left(self.buckets, start) :]
+
+
+class RowIndex:
+    """A project's rows by kind and model (and verdicts by classifier seat too), each sorted by
+    bucket, so that a rule on one model or classifier over a short window reads only its own
+    rows: the tick reads the rows of the longest window once for every rule."""
+
+    def __init__(self, rows: Iterable[Row]) -> None:
+        by_kind: dict[str, dict[str, list[Row]]] = defaultdict(lambda: defaultdict(list))
+        by_seat: dict[str, list[Row]] = defaultdict(list)
+        for row in rows:
+            by_kind[row.kind][row.model].append(row)
+            if row.kind == VERDICT:
+                by_seat[_classifier_of(row)].append(row)
+        self.by_kind = {
+            kind: {model: _Run(rows) for model, rows in by_model.items()}
+            for kind, by_model in by_kind.items()
+        }
+        self.verdicts_by_seat = {seat: _Run(rows) for seat, rows in by_seat.items()}
+
+    def rows_for(self, query: Query, since: datetime | None = None) -> Iterator[Row]:
+        kinds = query.kinds or tuple(self.by_kind)
+        for kind in kinds:
+            by_model = self.by_kind.get(kind)
+            if not by_model:
+                continue
+            if query.model and query.model_is_row_model:
+                runs = [by_model[query.model]] if query.model in by_model else []
+            elif kind == VERDICT and (query.classifier or query.model):
+                # The ladder groups by seat model, and `classifier` is the seat of a verdict.
+                seat = self.verdicts_by_seat.get(query.classifier or query.model)
+                runs = [seat] if seat else []
+            else:
+                runs = list(by_model.values())
+            for run in runs:
+                yield from run.since(since)
+
+
+_FIELDS = ("kind", "agent", "model", "key", "count", "tokens_in", "tokens_out")
+
+
+@lru_cache(maxsize=4096)
+def _bucket(text: str) -> datetime:
+    # PostgreSQL writes "2026-11-30 09:00:00+00", SQLite "2026-11-30 09:00:00" (UTC).
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def read_rows(
+    project_id: int,
+    queries: Iterable[Query],
+    start: datetime,
+    end: datetime,
+    grain: Grain = Grain.MINUTE,
+) -> list[Row]:
+    """The rows of `grain` in [start, end] of the kinds the queries read, in at most two queries.
+
+    Only latency metrics need the sketch column, the widest one by far, so rows of the other
+    kinds are read without it. Buckets and sketches come as text: a tick reads tens of thousands
+    of rows that share a few dozen buckets, and parsing each timestamp and each JSON object
+    through the ORM's converters was half of a tick.
+    """
+    kinds: set[str] = set()
+    sketch_kinds: set[str] = set()
+    every_kind = False
+    for query in queries:
+        if query.metric == STREAK:
+            continue
+        if not query.kinds:
+            every_kind = True
+        kinds.update(query.kinds)
+        if query.family == Family.LATENCY:
+            sketch_kinds.update(query.kinds)
+    base = Rollup.objects.filter(
+        project_id=project_id, grain=grain, bucket__gte=start, bucket__lte=end
+    ).annotate(bucket_text=Cast("bucket", TextField()), sketch_text=Cast("sketch", TextField()))
+    rows: list[Row] = []
+    if sketch_kinds:
+        with_sketch = base.filter(kind__in=sorted(sketch_kinds))
+        for bucket, *values, sketch in with_sketch.values_list(
+            "bucket_text", *_FIELDS, "sketch_text"
+        ):
+            rows.append(Row(_bucket(bucket), *values, orjson.loads(sketch)))
+    if every_kind:
+        plain = base.exclude(kind__in=sorted(sketch_kinds)) if sketch_kinds else base
+    elif kinds - sketch_kinds:
+        plain = base.filter(kind__in=sorted(kinds - sketch_kinds))
+    else:
+        return rows
+    for bucket, *values in plain.values_list("bucket_text", *_FIELDS):
+        rows.append(Row(_bucket(bucket), *values, {}))
+    return rows

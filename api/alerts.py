@@ -1,0 +1,283 @@
+"""/api/v1/alert-rules (CRUD) and /api/v1/alert-events (history), DESIGN §5 and §7.
+
+Same rights as the rest of the read API: a read key or an operator's session reads; changing
+rules takes a key with the `all` scope or a logged-in operator (a member) of the project. A rule
+of another project is a 404, never a 403. Lists use the API's keyset pagination.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, viewsets
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import SAFE_METHODS
+from rest_framework.response import Response
+
+from alerts.evaluate import STATES
+from alerts.models import (
+    AlertEvent,
+    AlertState,
+    Channel,
+    Notification,
+    Rule,
+    filter_events,
+    rule_errors,
+)
+from api.access import CanRead, project_for_request, projects_for_user
+from api.metrics import ReadView
+from api.pagination import Keyset, next_url, paginate
+from records.filters import FilterError
+from records.models import ApiKey
+
+RULE_KEYSET = Keyset((("id", int),))
+EVENT_KEYSET = Keyset((("id", int),), descending=True)
+_RULE_FIELDS = (
+    "metric",
+    "agent",
+    "model",
+    "classifier",
+    "kind",
+    "match",
+    "group_by",
+    "comparator",
+    "threshold",
+    "warning_threshold",
+    "window_minutes",
+)
+
+
+class CanManageAlerts(CanRead):
+    """Reads as CanRead; writes need the `all` scope, or a session (scoped by the queryset)."""
+
+    def has_permission(self, request, view) -> bool:
+        if not super().has_permission(request, view):
+            return False
+        if request.method in SAFE_METHODS or not isinstance(request.auth, ApiKey):
+            return True
+        self.message = "Changing alert rules needs an API key with the `all` scope."
+        return request.auth.scope == ApiKey.Scope.ALL
+
+
+def accessible_projects(request):
+    if isinstance(request.auth, ApiKey):
+        return [request.auth.project_id]
+    return projects_for_user(request.user).values("id")
+
+
+def _bad_request(exc: FilterError) -> ValidationError:
+    return ValidationError({exc.param: [exc.message]})
+
+
+def _page(request, queryset, keyset: Keyset):
+    try:
+        return paginate(queryset, keyset, request.query_params)
+    except FilterError as exc:
+        raise _bad_request(exc) from None
+
+
+class AlertStateSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AlertState
+        fields = [
+            "group",
+            "state",
+            "severity",
+            "value",
+            "count",
+            "since",
+            "notified_at",
+            "updated_at",
+        ]
+
+
+class AlertRuleSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.name", read_only=True)
+    channels = serializers.PrimaryKeyRelatedField(
+        many=True, queryset=Channel.objects.all(), required=False
+    )
+    states = AlertStateSerializer(many=True, read_only=True)
+    silenced = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Rule
+        fields = [
+            "id",
+            "project",
+            "name",
+            *_RULE_FIELDS,
+            "min_records",
+            "for_minutes",
+            "no_data",
+            "channels",
+            "renotify_minutes",
+            "paused",
+            "silenced_until",
+            "silenced",
+            "states",
+            "last_evaluated_at",
+            "last_error",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["last_evaluated_at", "last_error", "created_at", "updated_at"]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        project = self.context.get("project")
+        if project is not None:
+            # Another project's channel id reads as one that does not exist.
+            self.fields["channels"].child_relation.queryset = Channel.objects.filter(
+                project=project
+            )
+
+    def get_silenced(self, rule: Rule) -> bool:
+        return rule.is_silenced()
+
+    def validate_channels(self, channels: list[Channel]) -> list[Channel]:
+        project_id = self.context["project"].pk
+        if any(channel.project_id != project_id for channel in channels):
+            raise ValidationError("no such channel in this project")
+        return channels
+
+    def validate(self, attrs: dict) -> dict:
+        def current(name: str):
+            if name in attrs:
+                return attrs[name]
+            return getattr(self.instance, name) if self.instance else None
+
+        values = {name: current(name) for name in _RULE_FIELDS}
+        values = {k: v for k, v in values.items() if v is not None or k == "warning_threshold"}
+        errors = rule_errors(**values)
+        if errors:
+            raise ValidationError(errors)
+        return attrs
+
+
+class AlertRuleViewSet(viewsets.ModelViewSet):
+    authentication_classes = ReadView.authentication_classes
+    permission_classes = [CanManageAlerts]
+    serializer_class = AlertRuleSerializer
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # drf-spectacular has no real request
+            return Rule.objects.none()
+        rules = Rule.objects.select_related("project").prefetch_related("channels", "states")
+        if self.action == "list":
+            return rules.filter(project=project_for_request(self.request))
+        # A rule is addressed by id, whichever of the caller's projects it belongs to.
+        return rules.filter(project_id__in=accessible_projects(self.request))
+
+    def get_serializer_context(self) -> dict:
+        context = super().get_serializer_context()
+        if getattr(self, "swagger_fake_view", False):
+            return context
+        if self.action == "create":
+            context["project"] = project_for_request(self.request)
+        elif self.action in ("update", "partial_update"):
+            context["project"] = self.get_object().project
+        return context
+
+    def perform_create(self, serializer) -> None:
+        serializer.save(project=serializer.context["project"])
+
+    @extend_schema(
+        summary="List the project's alert rules with each group's state",
+        parameters=[
+            OpenApiParameter("cursor", str, description="The `next` link's cursor."),
+            OpenApiParameter("limit", int, description="Items a page (default 100)."),
+        ],
+        responses={
+            200: inline_serializer(
+                "AlertRulePage",
+                {
+                    "results": AlertRuleSerializer(many=True),
+                    "next": serializers.URLField(allow_null=True),
+                },
+            )
+        },
+    )
+    def list(self, request, *args, **kwargs):
+        page = _page(request, self.get_queryset(), RULE_KEYSET)
+        data = self.get_serializer(page.results, many=True).data
+        return Response({"results": data, "next": next_url(request, page.next_cursor)})
+
+
+class NotificationSerializer(serializers.ModelSerializer):
+    channel = serializers.CharField(source="channel.name")
+
+    class Meta:
+        model = Notification
+        fields = ["channel", "status", "attempts", "last_error"]
+
+
+class AlertEventSerializer(serializers.ModelSerializer):
+    rule_name = serializers.CharField(source="rule.name")
+    # Plain strings: the states are documented once, on AlertStateSerializer.state.
+    from_state = serializers.CharField()
+    to_state = serializers.CharField()
+    notifications = NotificationSerializer(many=True)
+
+    class Meta:
+        model = AlertEvent
+        fields = [
+            "id",
+            "rule",
+            "rule_name",
+            "group",
+            "from_state",
+            "to_state",
+            "severity",
+            "reason",
+            "value",
+            "count",
+            "threshold",
+            "comparator",
+            "window_minutes",
+            "notify",
+            "silenced",
+            "at",
+            "notifications",
+        ]
+
+
+class AlertEventListView(ReadView):
+    @extend_schema(
+        operation_id="alert_events_list",
+        summary="Alert events, newest first",
+        parameters=[
+            OpenApiParameter("rule", int, description="One rule's events."),
+            OpenApiParameter("group", str, description="One group (a model or an agent)."),
+            OpenApiParameter("state", str, description=f"The state entered: {STATES}."),
+            OpenApiParameter("reason", str, description="transition, renotify or severity."),
+            OpenApiParameter("from", datetime, description="Inclusive start (RFC 3339)."),
+            OpenApiParameter("to", datetime, description="Exclusive end (RFC 3339)."),
+            OpenApiParameter("cursor", str, description="The `next` link's cursor."),
+            OpenApiParameter("limit", int, description="Items a page (default 100)."),
+        ],
+        responses={
+            200: inline_serializer(
+                "AlertEventPage",
+                {
+                    "results": AlertEventSerializer(many=True),
+                    "next": serializers.URLField(allow_null=True),
+                },
+            )
+        },
+    )
+    def get(self, request):
+        project = project_for_request(request)
+        events = AlertEvent.objects.filter(project=project).select_related("rule")
+        events = events.prefetch_related("notifications__channel")
+        try:
+            events = filter_events(events, request.query_params)
+        except FilterError as exc:
+            raise _bad_request(exc) from None
+        page = _page(request, events, EVENT_KEYSET)
+        return Response(
+            {
+                "results": AlertEventSerializer(page.results, many=True).data,
+                "next": next_url(request, page.next_cursor),
+            }
+        )

@@ -1,0 +1,243 @@
+"""Exports over the API (DESIGN §8).
+
+GET /api/v1/export streams a filtered export as it is read from a server-side cursor, so the web
+process holds one batch of rows at a time however many rows there are. POST /api/v1/exports
+starts a worker job instead (workers.exports), whose progress GET /api/v1/exports/{id} shows and
+whose file GET /api/v1/exports/{id}/download serves to readers of the same project.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from django.db import connection, transaction
+from django.db.models import QuerySet
+from django.http import FileResponse, StreamingHttpResponse
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import APIException, NotFound, ParseError
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.response import Response
+
+from api.access import project_for_request, projects_for_user
+from api.metrics import ReadView
+from api.pagination import Keyset, next_url, paginate
+from api.read import (
+    BAD_REQUEST,
+    FILTER_PARAMETERS,
+    PAGE_PARAMETERS,
+    PROJECT_PARAMETER,
+    VOCABULARY_PARAMETERS,
+    bad_request,
+    page_schema,
+    request_filters,
+)
+from api.serializers import ExportJobSerializer
+from records.export import FORMATS, export_chunks, export_rows, parse_format
+from records.filters import PARAMS, FilterError, filter_records
+from records.models import ApiKey, Record
+from workers.exports import file_path, start_export
+from workers.models import ExportJob
+
+JOB_KEYSET = Keyset((("id", int),), descending=True)
+FORMAT_PARAMETER = OpenApiParameter(
+    "format", str, enum=list(FORMATS), required=True, description="The file format."
+)
+
+
+class IgnoreFormatNegotiation(DefaultContentNegotiation):
+    """JSON for every answer that is not the file: `?format=` names the export's format here,
+    not a DRF renderer (DRF would answer 404 for a format it has no renderer for)."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class ExportView(ReadView):
+    content_negotiation_class = IgnoreFormatNegotiation
+
+    @extend_schema(
+        operation_id="export_stream",
+        summary="Stream a filtered export",
+        description="Records matching the filters, oldest first, as CSV (one column per "
+        "envelope and facet field, `data` and `derived` as JSON; a cell that starts like a "
+        "spreadsheet formula gets a leading single quote), JSONL (one record a line, as GET "
+        "/api/v1/records shows it) or Parquet (typed columns). Streamed as it is read; for a "
+        "file to fetch later, start a job (POST /api/v1/exports).",
+        parameters=[FORMAT_PARAMETER, *FILTER_PARAMETERS],
+        responses={
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, "The export, streamed."),
+            (200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR),
+            (200, "application/vnd.apache.parquet"): OpenApiResponse(OpenApiTypes.BINARY),
+            400: BAD_REQUEST,
+        },
+    )
+    def get(self, request):
+        project = project_for_request(request)
+        try:
+            fmt = parse_format(request.query_params.get("format"))
+        except FilterError as exc:
+            raise bad_request(exc) from None
+        queryset = filter_records(Record.objects.filter(project=project), request_filters(request))
+        response = StreamingHttpResponse(
+            _stream(fmt, queryset), content_type=FORMATS[fmt].content_type
+        )
+        stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+        response["Content-Disposition"] = (
+            f'attachment; filename="{project.name}-records-{stamp}.{FORMATS[fmt].extension}"'
+        )
+        return response
+
+
+def _stream(fmt: str, queryset: QuerySet) -> Iterator[bytes]:
+    if connection.vendor != "postgresql":
+        # SQLite reads lazily anyway; a transaction here would take its write lock.
+        yield from export_chunks(fmt, export_rows(queryset))
+        return
+    # Inside a transaction the named cursor is not WITH HOLD, which PostgreSQL would fill with
+    # every row before the first fetch.
+    with transaction.atomic():
+        yield from export_chunks(fmt, export_rows(queryset))
+
+
+class ServiceUnavailable(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The workers cannot be reached; stream the export with GET /api/v1/export."
+
+
+def _job_for_request(request, job_id: int) -> ExportJob:
+    """The job if the caller reads its project; another project's job is a 404."""
+    jobs = ExportJob.objects.select_related("project")
+    if isinstance(request.auth, ApiKey):
+        jobs = jobs.filter(project_id=request.auth.project_id)
+    else:
+        jobs = jobs.filter(project__in=projects_for_user(request.user))
+    job = jobs.filter(pk=job_id).first()
+    if job is None:
+        raise NotFound("No such export.")
+    return job
+
+
+def _body_params(data) -> dict[str, str]:
+    """The export's parameters from a JSON or form body; a list (or a repeated form field) is
+    a comma list."""
+    if not hasattr(data, "get"):
+        raise ParseError("The body must be an object: format and the filter parameters.")
+    params = {}
+    for name in ("format", *PARAMS):
+        value = data.getlist(name) if hasattr(data, "getlist") else data.get(name)  # a form
+        if isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        if value is not None and not isinstance(value, str):
+            raise bad_request(FilterError(name, "must be a string"))
+        if value:
+            params[name] = value
+    return params
+
+
+class ExportJobListView(ReadView):
+    content_negotiation_class = IgnoreFormatNegotiation
+
+    @extend_schema(
+        operation_id="exports_list",
+        summary="List export jobs, newest first",
+        parameters=[PROJECT_PARAMETER, *PAGE_PARAMETERS],
+        responses={200: page_schema("ExportJobPage", ExportJobSerializer), 400: BAD_REQUEST},
+    )
+    def get(self, request):
+        project = project_for_request(request)
+        try:
+            page = paginate(
+                ExportJob.objects.filter(project=project), JOB_KEYSET, request.query_params
+            )
+        except FilterError as exc:
+            raise bad_request(exc) from None
+        context = {"request": request}
+        return Response(
+            {
+                "results": ExportJobSerializer(page.results, many=True, context=context).data,
+                "next": next_url(request, page.next_cursor),
+            }
+        )
+
+    @extend_schema(
+        operation_id="exports_create",
+        summary="Start an export job",
+        description="For exports too large to stream comfortably: a worker writes the file and "
+        "the job shows its progress; `download_url` is set once it is done. The body takes "
+        "`format` and the filter parameters of GET /api/v1/records (strings; a JSON list is "
+        "read as a comma list).",
+        parameters=[PROJECT_PARAMETER],
+        request={
+            "application/json": {
+                "type": "object",
+                "properties": {
+                    "format": {"enum": list(FORMATS)},
+                    **{p.name: {"type": "string"} for p in VOCABULARY_PARAMETERS},
+                },
+                "required": ["format"],
+            }
+        },
+        responses={201: ExportJobSerializer, 400: BAD_REQUEST, 503: OpenApiTypes.OBJECT},
+    )
+    def post(self, request):
+        project = project_for_request(request)
+        params = _body_params(request.data)
+        try:
+            with transaction.atomic():
+                job = start_export(
+                    project,
+                    params.get("format"),
+                    params,
+                    user=request.user if not isinstance(request.auth, ApiKey) else None,
+                    api_key=request.auth if isinstance(request.auth, ApiKey) else None,
+                )
+        except FilterError as exc:
+            raise bad_request(exc) from None
+        job.refresh_from_db()
+        if job.status == ExportJob.Status.FAILED:  # the broker refused it (see enqueue)
+            raise ServiceUnavailable()
+        data = ExportJobSerializer(job, context={"request": request}).data
+        return Response(data, status=status.HTTP_201_CREATED)
+
+
+class ExportJobView(ReadView):
+    @extend_schema(
+        operation_id="exports_retrieve",
+        summary="One export job and its progress",
+        responses={200: ExportJobSerializer},
+    )
+    def get(self, request, job_id: int):
+        job = _job_for_request(request, job_id)
+        return Response(ExportJobSerializer(job, context={"request": request}).data)
+
+
+class ExportDownloadView(ReadView):
+    @extend_schema(
+        operation_id="exports_download",
+        summary="Download a finished export",
+        responses={
+            (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY),
+            404: OpenApiResponse(description="No such export, or not finished."),
+            410: OpenApiResponse(description="The file has expired."),
+        },
+    )
+    def get(self, request, job_id: int):
+        job = _job_for_request(request, job_id)
+        if job.status == ExportJob.Status.EXPIRED:
+            return Response({"detail": "This export has expired."}, status=status.HTTP_410_GONE)
+        if job.status != ExportJob.Status.DONE:
+            raise NotFound(f"This export is {job.status}, not done.")
+        try:
+            handle = open(file_path(job), "rb")  # noqa: SIM115 (FileResponse closes it)
+        except FileNotFoundError:
+            return Response({"detail": "This export has expired."}, status=status.HTTP_410_GONE)
+        fmt = FORMATS[job.format]
+        return FileResponse(
+            handle,
+            as_attachment=True,
+            filename=f"{job.project.name}-export-{job.pk}.{fmt.extension}",
+            content_type=fmt.content_type,
+        )

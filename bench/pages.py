@@ -1,0 +1,248 @@
+"""Server time of the operator pages on a large project.
+
+    .venv/bin/python bench/pages.py [--records 1000000] [--runs 20000] [--requests 50]
+                                    [--reuse] [--keep]
+
+On a scratch PostgreSQL database (decisionboard_bench_pages, created and dropped here), seeds
+`records` demo records in `runs` runs the way `seed_demo` does (records.demo.generate_records →
+records.normalise.normalise → records.store.store_records in batches of 5,000), folds them into
+rollups with one catch-up pass (records.rollup.catch_up), then requests each page `requests`
+times with Django's test Client in this process, logged in as a superuser. Server time is the
+time of `client.get` (middleware, view, queries, template), without the HTTP layer.
+
+The ceiling of each page is its SQL alone: the statements one request issued (captured with an
+execute wrapper), replayed with the same parameters on the same connection in the same run and
+every row fetched. `ratio` is the page's p95 over that p95: what the page costs beyond reading
+its data (sessions, views, figures, templates).
+
+Goal: p95 under 150 ms for the runs list, a run detail and the overview. `--reuse` keeps an
+already seeded database (same counts), `--keep` leaves it behind for a later `--reuse`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import ADMIN_URL  # noqa: E402
+
+NAME = "decisionboard_bench_pages"
+BATCH = 5_000
+
+
+def _database_exists() -> bool:
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        return bool(conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [NAME]).fetchone())
+
+
+def _drop_database() -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {NAME} WITH (FORCE)")
+
+
+def _connect(reuse: bool) -> bool:
+    """Point Django at the scratch database (recreated unless reused); True if it was reused."""
+    import os
+    from urllib.parse import urlsplit, urlunsplit
+
+    from bench.common import setup_django
+
+    if reuse and _database_exists():
+        os.environ["DATABASE_URL"] = urlunsplit(urlsplit(ADMIN_URL)._replace(path=f"/{NAME}"))
+        os.environ.pop("REDIS_URL", None)
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        return True
+    setup_django(NAME)
+    return False
+
+
+def seed(records: int, runs: int) -> None:
+    from django.conf import settings
+    from django.utils import timezone
+
+    from records.demo import generate_records
+    from records.models import Project
+    from records.normalise import Limits, NormalisedRecord, normalise
+    from records.rollup import catch_up
+    from records.store import store_records
+
+    project, _ = Project.objects.get_or_create(name="bench")
+    now = timezone.now()
+    limits = Limits(
+        max_data_bytes=settings.DECISIONBOARD["MAX_DATA_BYTES"],
+        max_future=timedelta(seconds=settings.DECISIONBOARD["MAX_FUTURE_SECONDS"]),
+    )
+    started = time.perf_counter()
+    pending: list[NormalisedRecord] = []
+    stored = 0
+    for raw in generate_records(records=records, runs=runs, seed=7, end=now.replace(microsecond=0)):
+        result = normalise(raw, now=now, limits=limits)
+        assert isinstance(result, NormalisedRecord), result
+        pending.append(result)
+        if len(pending) >= BATCH:
+            stored += store_records(project.id, pending, timezone.now()).accepted
+            pending = []
+    if pending:
+        stored += store_records(project.id, pending, timezone.now()).accepted
+    seeded = time.perf_counter() - started
+    started = time.perf_counter()
+    folded = catch_up(max_seconds=3600)
+    # What autovacuum does after a bulk load; without statistics the planner guesses badly.
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    print(
+        f"seeded {stored:,} records in {runs:,} runs in {seeded:.0f} s; "
+        f"catch-up folded {folded:,} in {time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
+
+
+def _ms(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    p95 = ordered[max(0, round(0.95 * len(ordered)) - 1)]
+    return statistics.median(ordered) * 1000, p95 * 1000
+
+
+def _time(fn: Callable[[], object], n: int) -> list[float]:
+    fn()  # warm: the first call fills caches (templates, plans) that every later one reuses
+    out = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def _replay(queries: list[tuple[str, object]]) -> Callable[[], object]:
+    """Run a page's SQL again, alone: the same statements, the same parameters, every row."""
+    from django.db import connection
+
+    def run() -> None:
+        with connection.cursor() as cursor:
+            for sql, params in queries:
+                cursor.execute(sql, params)
+                if cursor.description is not None:
+                    cursor.fetchall()
+
+    return run
+
+
+def measure(requests: int) -> list[tuple[str, float, float, float, float]]:
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+
+    from records.models import Project, Record, Run
+
+    project = Project.objects.get(name="bench")
+    user = get_user_model().objects.filter(username="bench-admin").first()
+    if user is None:
+        user = get_user_model().objects.create_superuser("bench-admin", None, "x")
+    # A host in the default ALLOWED_HOSTS (the test client's "testserver" is not one).
+    client = Client(HTTP_HOST="127.0.0.1")
+    client.force_login(user)
+
+    # A run of the median size among those with picks, the largest run, the newest run's model.
+    runs = Run.objects.filter(project=project)
+    with_picks = runs.filter(kind_counts__has_key="tool_choice.pick").order_by("record_count", "id")
+    typical = with_picks[with_picks.count() // 2]
+    biggest = runs.order_by("-record_count", "id").first()
+    iteration = (
+        Record.objects.filter(project=project, run_id=typical.run_id, kind="tool_choice.pick")
+        .order_by("iteration")
+        .values_list("iteration", flat=True)[1]
+    )
+    newest = runs.order_by("-last_ts", "-id").first()
+    model = next(iter(newest.models_seen or {"claude-haiku-4-5": 1}))
+
+    pages = [
+        ("overview (last 6 hours)", "/", {}),
+        ("overview, last 24 hours", "/", {"period": "24h"}),
+        ("runs list", "/runs/", {}),
+        ("runs list, filtered", "/runs/", {"model": model, "has": "swap,contract_break"}),
+        ("runs list, by records", "/runs/", {"sort": "-record_count"}),
+        (f"run detail ({typical.record_count} records)", f"/runs/{typical.run_id}/", {}),
+        (f"run detail ({biggest.record_count} records)", f"/runs/{biggest.run_id}/", {}),
+        ("pick drill-down", f"/runs/{typical.run_id}/picks/{iteration}/", {}),
+        ("models", "/models/", {}),
+        ("classifiers", "/classifiers/", {}),
+        ("streaks", "/streaks/", {}),
+    ]
+    out = []
+    for label, url, params in pages:
+        captured: list[tuple[str, object]] = []
+
+        def record(execute, sql, sql_params, many, context, captured=captured):
+            captured.append((sql, sql_params))
+            return execute(sql, sql_params, many, context)
+
+        # Django's own query log is reset at every request start, so a wrapper records them.
+        with connection.execute_wrapper(record):
+            response = client.get(url, params)
+        assert response.status_code == 200, (url, response.status_code)
+        page = _time(lambda url=url, params=params: client.get(url, params), requests)
+        query = _time(_replay(captured), requests)
+        p50, p95 = _ms(page)
+        q50, q95 = _ms(query)
+        out.append((label, p50, p95, q95, p95 / q95))
+        print(
+            f"{label:32} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms  | its {len(captured):2} queries "
+            f"alone: p50 {q50:5.1f} ms  p95 {q95:5.1f} ms  | ratio (p95) {p95 / q95:4.1f}",
+            flush=True,
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=20_000)
+    parser.add_argument("--requests", type=int, default=50)
+    parser.add_argument("--reuse", action="store_true", help="keep an already seeded database")
+    parser.add_argument("--keep", action="store_true", help="do not drop the database at the end")
+    args = parser.parse_args()
+    try:
+        reused = _connect(args.reuse)
+        from records.models import Record
+
+        if not reused or Record.objects.count() != args.records:
+            if reused:
+                _drop_database()
+                _connect(False)
+            seed(args.records, args.runs)
+        results = measure(args.requests)
+        goals = [r for r in results if r[0].startswith(("overview (", "runs list", "run detail"))]
+        worst = max(goals, key=lambda r: r[2])
+        print(
+            f"worst p95 of runs list / run detail / overview: {worst[2]:.1f} ms ({worst[0]}); "
+            f"goal < 150 ms: {'met' if worst[2] < 150 else 'NOT met'}"
+        )
+    finally:
+        if not args.keep:
+            from django.db import connections
+
+            connections.close_all()
+            _drop_database()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""The classifiers page (DESIGN §6): latency percentiles by classifier model over time, skip
+reasons, pick errors, first-pick agreement, ladder fallbacks, the verdict mix, unavailable
+causes and role-defaulted reasons. One rollup read (dashboard.rollups.classifiers_page)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from dashboard import figures, rollups
+from dashboard.access import get_project_for_user
+from dashboard.params import chart_params
+
+VERDICT_CLASSES = ("allow", "block", "parse_error", "unavailable")
+
+
+def verdict_mix(totals: list[dict]) -> tuple[list[str], dict[str, list[int]]]:
+    """Verdict totals ({"group": {"model", "verdict"}, "value"}) as stacks per model."""
+    models = sorted({t["group"]["model"] for t in totals})
+    counts = {(t["group"]["model"], t["group"]["verdict"]): t["value"] for t in totals}
+    classes = [c for c in VERDICT_CLASSES if any((m, c) in counts for m in models)]
+    classes += sorted({v for _, v in counts} - set(classes))
+    return models, {c: [counts.get((m, c), 0) for m in models] for c in classes}
+
+
+def by_second(counts: dict[tuple[str, str], int]) -> tuple[list[str], dict[str, list[int]]]:
+    """{(category, stack): n} as categories and one list per stack."""
+    categories = sorted({c for c, _ in counts})
+    stacks = sorted({s for _, s in counts})
+    return categories, {s or "—": [counts.get((c, s), 0) for c in categories] for s in stacks}
+
+
+@login_required
+def classifiers_page(request: HttpRequest) -> HttpResponse:
+    project = get_project_for_user(request)
+    period, agents, error = chart_params(request)
+    data = rollups.classifiers_page(project.pk, timezone.now(), period.name, agents)
+    skip_totals = [t for t in data["skip_totals"] if t["count"]]
+    models, verdict_stacks = verdict_mix(data["verdicts"])
+    causes, dispositions = by_second(data["unavailable"])
+    reasons, reason_models = by_second(data["role_defaulted"])
+    agreement = {"first-pick agreement": data["agreement"]}
+    context = {
+        "project": project,
+        "data": data,
+        "periods": rollups.PERIODS.values(),
+        "agent": ",".join(agents),
+        "error": error,
+        "latency_figure": figures.classifier_latency(data["latency"]),
+        "skips_figure": figures.bars(
+            [t["group"]["reason"] for t in skip_totals],
+            [t["value"] for t in skip_totals],
+            percent=True,
+            ytitle="share of picks",
+            counts=[t["count"] for t in skip_totals],
+        )
+        if any(t["value"] for t in skip_totals)
+        else None,
+        "skip_series_figure": figures.percent_lines(data["skip_series"], "share of picks"),
+        "pick_errors_figure": figures.percent_lines(data["pick_errors"]["series"], "error rate"),
+        "agreement_figure": figures.rates_over_time(agreement, {}),
+        "ladder_figure": figures.percent_lines(data["ladder"]["series"], "fallback rate"),
+        "verdicts_figure": figures.stacked(models, verdict_stacks, ytitle="verdicts")
+        if models
+        else None,
+        "unavailable_figure": figures.stacked(causes, dispositions, ytitle="notices")
+        if causes
+        else None,
+        "role_figure": figures.stacked(reasons, reason_models, ytitle="notices")
+        if reasons
+        else None,
+    }
+    if request.headers.get("HX-Request"):
+        return render(request, "dashboard/partials/classifiers_charts.html", context)
+    return render(request, "dashboard/classifiers.html", context)

@@ -1,0 +1,108 @@
+"""The exports page: the jobs of the operator's projects, and a form to start one (DESIGN §6, §8).
+
+The form takes the filter vocabulary of records.filters; its fields can be pre-filled from the
+query string, so another page (the runs page) can link here with its filters. A job runs in a
+worker (workers.exports) and its file downloads through the API, which checks access again.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.http import Http404
+from django.shortcuts import redirect, render
+
+from api.access import projects_for_user
+from records.export import FORMATS
+from records.filters import HAS_FLAGS, PARAMS, FilterError
+from records.kinds import KIND_NAMES
+from records.models import Project
+from workers.exports import start_export
+from workers.models import ExportJob
+
+JOBS_SHOWN = 50
+# Text inputs: every parameter but `has`, which is a set of checkboxes.
+TEXT_PARAMS = tuple(p for p in PARAMS if p != "has")
+HINTS = {
+    "from": "2026-11-20T09:00:00Z",
+    "to": "2026-11-21T09:00:00Z",
+    "kind": ", ".join(KIND_NAMES[:2]) + ", …",
+}
+
+
+def _get_project_for_user(request, name: str | None) -> Project:
+    """The named project if the operator belongs to it (their only one when unnamed); else 404."""
+    projects = projects_for_user(request.user)
+    if name:
+        project = projects.filter(name=name).first()
+    else:
+        only = list(projects[:2])
+        project = only[0] if len(only) == 1 else None
+    if project is None:
+        raise Http404("No such project.")
+    return project
+
+
+def _form_values(data) -> dict[str, str]:
+    values = {name: (data.get(name) or "").strip() for name in ("project", "format", *TEXT_PARAMS)}
+    values["has"] = ",".join(flag for flag in data.getlist("has") if flag)
+    return values
+
+
+def _active(jobs: list[ExportJob]) -> bool:
+    return any(j.status in (ExportJob.Status.QUEUED, ExportJob.Status.RUNNING) for j in jobs)
+
+
+@login_required
+def exports_page(request):
+    errors: dict[str, str] = {}
+    if request.method == "POST":
+        values = _form_values(request.POST)
+        project = _get_project_for_user(request, values["project"])
+        try:
+            with transaction.atomic():
+                start_export(project, values["format"], values, user=request.user)
+        except FilterError as exc:
+            errors[exc.param] = exc.message
+        else:
+            return redirect("dash-exports")
+    else:
+        values = _form_values(request.GET)
+    projects = list(projects_for_user(request.user).order_by("name"))
+    jobs = list(
+        ExportJob.objects.filter(project__in=[p.pk for p in projects])
+        .select_related("project")
+        .order_by("-id")[:JOBS_SHOWN]
+    )
+    if request.headers.get("HX-Request") and request.method == "GET":
+        # The jobs table polling itself for progress.
+        return render(
+            request,
+            "dashboard/partials/export_jobs.html",
+            {"jobs": jobs, "active": _active(jobs)},
+        )
+    return render(
+        request,
+        "dashboard/exports.html",
+        {
+            "projects": projects,
+            "jobs": jobs,
+            "active": _active(jobs),
+            "values": values,
+            "errors": errors,
+            "formats": list(FORMATS),
+            "fields": [
+                {
+                    "name": name,
+                    "value": values[name],
+                    "error": errors.get(name),
+                    "hint": HINTS.get(name, "comma list"),
+                }
+                for name in TEXT_PARAMS
+            ],
+            "flags": [
+                {"name": flag, "checked": flag in values["has"].split(",")} for flag in HAS_FLAGS
+            ],
+        },
+        status=400 if errors else 200,
+    )

@@ -1,0 +1,474 @@
+"""Plotly figures for the operator pages, built in Python from plain page data.
+
+Each function takes what dashboard.rollups or dashboard.timeline returns and gives a figure as a
+JSON-ready dict ({"data": [...], "layout": {...}}) that a page embeds with `json_script` and the
+locally served plotly.js draws (static/dashboard/charts.js). Traces are plotly.graph_objects, so
+a wrong property fails here, in Python, not silently in the browser.
+
+Speed: a go.Figure costs ~10 ms to build and validate and a go.Scatter ~1 ms, a page draws up
+to thirty traces, and the pages have a 150 ms budget. So what plotly.graph_objects validates is
+the part that can be wrong, the style (trace type, mode, line, marker, hover template): each
+distinct style is validated once (go.Scatter(**style), cached) and the data arrays (x, y, names)
+are added to a copy. Each chart's layout is validated the same way (go.Layout, cached).
+
+Record text (model, tool and agent names) goes into the figure as data: plotly.js sets it as SVG
+text, never as markup, and the JSON travels in a `json_script` element, never as page markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+import orjson
+import plotly.graph_objects as go
+
+# One colour per series position, and the marks of the pick chart.
+PALETTE = ("#3a5bd9", "#e8833a", "#2e9e6b", "#c0392b", "#8e6bbf", "#8c6d31", "#d45fa8",
+           "#6c7a89", "#17a2b8", "#b8a000")  # fmt: skip
+CHOSEN = "#3a5bd9"
+SERVED = "#8fa8f0"
+OFFERED = "#d0d5dd"
+DOOR = "#e8833a"
+Figure = dict[str, Any]
+
+
+def when(t: datetime) -> str:
+    """A UTC time as plotly.js reads it: no offset (it would shift it), the axes say UTC."""
+    return t.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def plain(text: object) -> str:
+    """Record text as plotly.js shows it literally.
+
+    plotly.js reads a few HTML tags in labels and legends (<b>, <br>, <a href>); turning < > &
+    into entities, which it decodes for display, makes a tool named "<b>x</b>" show as typed.
+    """
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+@lru_cache(maxsize=512)
+def _style(trace_type: str, style: str) -> dict:
+    return getattr(go, trace_type)(**orjson.loads(style)).to_plotly_json()
+
+
+def _trace(trace_type: str, data: dict, **style: Any) -> dict:
+    """A go.<trace_type> trace: `style` validated by plotly (once per distinct style), `data`
+    (arrays, names: the part that changes with every request) added as given."""
+    out = dict(_style(trace_type, orjson.dumps(style, option=orjson.OPT_SORT_KEYS).decode()))
+    for key, value in data.items():
+        base = out.get(key)
+        out[key] = (
+            {**base, **value} if isinstance(value, dict) and isinstance(base, dict) else value
+        )
+    return out
+
+
+@lru_cache(maxsize=64)
+def _layout(
+    *,
+    height: int = 260,
+    ytitle: str = "",
+    yformat: str = "",
+    xtitle: str = "",
+    barmode: str = "",
+    time_axis: bool = True,
+    legend: bool = True,
+    sparkline: bool = False,
+    horizontal: bool = False,
+    left: int = 56,
+) -> dict:
+    if sparkline:
+        layout = go.Layout(
+            height=height,
+            margin={"l": 0, "r": 0, "t": 2, "b": 2},
+            showlegend=False,
+            xaxis={"visible": False, "type": "date"},
+            yaxis={"visible": False, "rangemode": "tozero"},
+            paper_bgcolor="rgba(0,0,0,0)",
+            plot_bgcolor="rgba(0,0,0,0)",
+        )
+        return layout.to_plotly_json()
+    layout = go.Layout(
+        height=height,
+        margin={"l": left, "r": 16, "t": 12, "b": 40},
+        font={"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        showlegend=legend,
+        # On the right: a page's series names (kinds, models) are many and long.
+        legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "font": {"size": 11}},
+        hovermode="x unified" if time_axis else "closest",
+        xaxis={
+            "type": "date" if time_axis else "-",
+            "title": {"text": xtitle or ("time (UTC)" if time_axis else "")},
+            "gridcolor": "#eef0f3",
+            "automargin": True,
+        },
+        yaxis={
+            "title": {"text": ytitle},
+            "tickformat": yformat,
+            "gridcolor": "#eef0f3",
+            "rangemode": "tozero",
+            "automargin": True,
+        },
+    )
+    if barmode:
+        layout.barmode = barmode
+    if horizontal:
+        layout.yaxis.autorange = "reversed"
+        layout.yaxis.type = "category"
+    return layout.to_plotly_json()
+
+
+def _figure(data: Iterable[dict], **layout: Any) -> Figure:
+    return {"data": list(data), "layout": _layout(**layout)}
+
+
+def _label(group: dict) -> str:
+    return " · ".join(plain(v) if v else f"(no {k})" for k, v in group.items()) or "all"
+
+
+def _colour(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def _lines(series: Sequence[dict], *, percent: bool = False) -> list[dict]:
+    """API-shaped series ([{"group", "points": [{"t", "value", "count"}]}]) as lines."""
+    return [
+        _trace(
+            "Scatter",
+            {
+                "x": [when(p["t"]) for p in s["points"]],
+                "y": [p["value"] for p in s["points"]],
+                "customdata": [p["count"] for p in s["points"]],
+                "name": _label(s["group"]),
+            },
+            mode="lines+markers" if len(s["points"]) < 3 else "lines",
+            line={"color": _colour(i), "width": 2},
+            hovertemplate="%{y" + (":.1%" if percent else ":,.4~g") + "} (n=%{customdata})",
+        )
+        for i, s in enumerate(series)
+    ]
+
+
+# --- overview ----------------------------------------------------------------------------------
+def records_by_kind(series: Sequence[dict]) -> Figure:
+    traces = [
+        _trace(
+            "Bar",
+            {
+                "x": [when(p["t"]) for p in s["points"]],
+                "y": [p["value"] for p in s["points"]],
+                "name": plain(s["group"].get("kind", "")),
+            },
+            marker={"color": _colour(i)},
+            hovertemplate="%{y:,}",
+        )
+        for i, s in enumerate(series)
+    ]
+    return _figure(traces, ytitle="records", barmode="stack")
+
+
+def latency_by_model(series: Sequence[dict]) -> Figure:
+    return _figure(_lines(series), ytitle="ms")
+
+
+def rates_over_time(rates: dict[str, list[tuple]], labels: dict[str, str]) -> Figure:
+    """Several overall rates ([(t, value, count)] each) as lines on one percentage axis."""
+    traces = [
+        _trace(
+            "Scatter",
+            {
+                "x": [when(t) for t, _, _ in points],
+                "y": [value for _, value, _ in points],
+                "customdata": [count for _, _, count in points],
+                "name": labels.get(name, name),
+            },
+            mode="lines+markers" if len(points) < 3 else "lines",
+            line={"color": _colour(i), "width": 2},
+            hovertemplate="%{y:.1%} (n=%{customdata})",
+        )
+        for i, (name, points) in enumerate(rates.items())
+    ]
+    return _figure(traces, ytitle="share", yformat=".0%")
+
+
+# --- models ------------------------------------------------------------------------------------
+def swap_matrix(matrix: dict[tuple[str, str], int]) -> Figure:
+    """Heatmap: default model (rows) → selected model (columns), selections in each cell."""
+    defaults = sorted({d for d, _ in matrix})
+    selected = sorted({s for _, s in matrix})
+    z = [[matrix.get((d, s), 0) for s in selected] for d in defaults]
+    trace = _trace(
+        "Heatmap",
+        {
+            "x": [plain(s) for s in selected],
+            "y": [plain(d) for d in defaults],
+            "z": z,
+            "text": [[f"{v:,}" if v else "" for v in row] for row in z],
+        },
+        texttemplate="%{text}",
+        colorscale=[[0, "#f4f6fb"], [1, "#3a5bd9"]],
+        showscale=False,
+        hovertemplate="default %{y} → selected %{x}: %{z:,}<extra></extra>",
+    )
+    height = max(180, 60 + 44 * len(defaults))
+    return _figure(
+        [trace],
+        height=height,
+        time_axis=False,
+        legend=False,
+        xtitle="selected model",
+        ytitle="default model",
+        left=140,
+    )
+
+
+def percent_lines(series: Sequence[dict], ytitle: str = "share") -> Figure:
+    return _figure(_lines(series, percent=True), ytitle=ytitle, yformat=".0%")
+
+
+def model_paths(paths: dict[tuple[str, str], int]) -> Figure:
+    """Step-to-step model paths: a Sankey from the model of the previous step (or the run's
+    start) to the model selected at this one. A model is a node on each side, so a router that
+    stays on its model draws a straight band and a swap a crossing one."""
+    sources = sorted({p for p, _ in paths})
+    targets = sorted({t for _, t in paths})
+    colours = {m: _colour(i) for i, m in enumerate(sorted({*sources, *targets}))}
+    labels = [f"{plain(m)} →" for m in sources] + [f"→ {plain(m)}" for m in targets]
+    edges = sorted(paths.items())
+    trace = _trace(
+        "Sankey",
+        {
+            "node": {
+                "label": labels,
+                "color": [colours[m] for m in sources] + [colours[m] for m in targets],
+            },
+            "link": {
+                "source": [sources.index(p) for (p, _), _ in edges],
+                "target": [len(sources) + targets.index(t) for (_, t), _ in edges],
+                "value": [n for _, n in edges],
+                "color": [
+                    "rgba(58,91,217,0.18)" if p != t else "rgba(102,112,133,0.14)"
+                    for (p, t), _ in edges
+                ],
+            },
+        },
+        arrangement="fixed",
+        node={
+            "pad": 14,
+            "thickness": 14,
+            "hovertemplate": "%{label}: %{value:,} steps<extra></extra>",
+        },
+        link={"hovertemplate": "%{source.label} %{target.label}: %{value:,} steps<extra></extra>"},
+    )
+    return _figure([trace], time_axis=False, legend=False, height=max(260, 40 + 40 * len(targets)))
+
+
+def refusals(refused: dict[tuple[str, str], int]) -> Figure:
+    """Refused forced tool choices: one bar per model, coloured by provider."""
+    providers = sorted({p for p, _ in refused})
+    traces = []
+    for i, provider in enumerate(providers):
+        models = sorted(m for p, m in refused if p == provider)
+        traces.append(
+            _trace(
+                "Bar",
+                {
+                    "x": [plain(m) for m in models],
+                    "y": [refused[(provider, m)] for m in models],
+                    "name": plain(provider),
+                },
+                marker={"color": _colour(i)},
+                hovertemplate="%{x}: %{y:,}",
+            )
+        )
+    return _figure(traces, time_axis=False, ytitle="refusals", height=240)
+
+
+# --- classifiers -------------------------------------------------------------------------------
+_DASHES = {0: "dot", 1: "solid", 2: "dash"}
+
+
+def classifier_latency(latency: dict[str, list[tuple]]) -> Figure:
+    """p50 (dotted), p95 (solid) and p99 (dashed) per classifier model over time."""
+    traces = []
+    for i, (model, points) in enumerate(latency.items()):
+        for q_index, q in enumerate(("p50", "p95", "p99")):
+            traces.append(
+                _trace(
+                    "Scatter",
+                    {
+                        "x": [when(p[0]) for p in points],
+                        "y": [p[1 + q_index] for p in points],
+                        "name": f"{plain(model or '(no model)')} {q}",
+                        "legendgroup": plain(model),
+                    },
+                    mode="lines+markers" if len(points) < 3 else "lines",
+                    line={"color": _colour(i), "dash": _DASHES[q_index], "width": 2},
+                    hovertemplate="%{y:,.0f} ms",
+                )
+            )
+    return _figure(traces, ytitle="ms", height=300)
+
+
+def bars(labels: Sequence[str], values: Sequence[float], *, percent: bool = False,
+         ytitle: str = "", counts: Sequence[int] | None = None) -> Figure:  # fmt: skip
+    data: dict[str, Any] = {"x": [plain(label) for label in labels], "y": list(values)}
+    if counts is not None:
+        data["customdata"] = list(counts)
+    trace = _trace(
+        "Bar",
+        data,
+        marker={"color": PALETTE[0]},
+        hovertemplate="%{x}: %{y" + (":.1%" if percent else ":,") + "}"
+        + (" (n=%{customdata:,})" if counts is not None else "")
+        + "<extra></extra>",
+    )  # fmt: skip
+    return _figure(
+        [trace],
+        time_axis=False,
+        legend=False,
+        ytitle=ytitle,
+        yformat=".0%" if percent else "",
+        height=240,
+    )
+
+
+def stacked(
+    categories: Sequence[str], stacks: dict[str, Sequence[int]], *, ytitle: str = ""
+) -> Figure:
+    """Bars per category, stacked by the keys of `stacks` (e.g. verdicts per model)."""
+    traces = [
+        _trace(
+            "Bar",
+            {"x": [plain(c) for c in categories], "y": list(values), "name": plain(name)},
+            marker={"color": _colour(i)},
+            hovertemplate="%{x}: %{y:,} %{fullData.name}<extra></extra>",
+        )
+        for i, (name, values) in enumerate(stacks.items())
+    ]
+    return _figure(traces, time_axis=False, barmode="stack", ytitle=ytitle, height=260)
+
+
+# --- streaks -----------------------------------------------------------------------------------
+def sparkline(points: Sequence[tuple[datetime, int, int]]) -> Figure:
+    """A streak hour by hour: bars for the highest it reached, a line for where it ended."""
+    x = [when(t) for t, _, _ in points]
+    peak = _trace(
+        "Bar",
+        {"x": x, "y": [p for _, _, p in points]},
+        name="highest in the hour",
+        marker={"color": "rgba(192,57,43,0.25)"},
+        hovertemplate="%{x|%m-%d %H:00}: up to %{y}<extra></extra>",
+    )
+    end = _trace(
+        "Scatter",
+        {"x": x, "y": [e for _, e, _ in points]},
+        name="at the end of the hour",
+        mode="lines",
+        line={"color": "#c0392b", "width": 1.5, "shape": "hv"},
+        hovertemplate="%{x|%m-%d %H:00}: %{y} at the end<extra></extra>",
+    )
+    figure = _figure([peak, end], sparkline=True, height=36)
+    figure["layout"] = {**figure["layout"], "bargap": 0.1}
+    return figure
+
+
+# --- one run -----------------------------------------------------------------------------------
+def run_latencies(items: Sequence[Any]) -> Figure:
+    """Each timed record (dashboard.timeline.Item) as a bar from its ts, one lane per kind."""
+    lanes: dict[str, list[Any]] = {}
+    for item in items:
+        if item.latency_ms is not None:
+            lanes.setdefault(item.kind, []).append(item)
+    traces = [
+        _trace(
+            "Bar",
+            {
+                "base": [when(i.ts) for i in lane],
+                "x": [i.latency_ms for i in lane],
+                "y": [kind] * len(lane),
+                "customdata": [[i.iteration_label, plain(i.model or "")] for i in lane],
+                "name": kind,
+            },
+            orientation="h",
+            marker={"color": _colour(n)},
+            hovertemplate="%{x:,.0f} ms · iteration %{customdata[0]} · "
+            "%{customdata[1]}<extra>%{fullData.name}</extra>",
+        )
+        for n, (kind, lane) in enumerate(sorted(lanes.items()))
+    ]
+    return _figure(
+        traces,
+        legend=False,
+        horizontal=True,
+        left=120,
+        barmode="overlay",
+        height=max(160, 50 + 34 * len(lanes)),
+    )
+
+
+def ranked(pick: dict) -> Figure:
+    """The ranked distribution of one pick, each tool marked chosen / served / offered / door.
+
+    Ranked tools first (highest score first), then offered tools the classifier did not score,
+    then the doors (always served, never ranked), each as its own legend entry.
+    """
+    chosen = pick.get("chosen")
+    served = set(pick.get("served") or ())
+    scores = {r["name"]: r["score"] for r in pick.get("ranked") or ()}
+    names = [r["name"] for r in pick.get("ranked") or ()]
+    names += [n for n in pick.get("offered") or () if n not in scores]
+    doors = [n for n in pick.get("doors") or () if n not in scores]
+    groups: dict[str, tuple[str, list[str]]] = {
+        "chosen": (CHOSEN, [n for n in names if n == chosen]),
+        "served": (SERVED, [n for n in names if n != chosen and n in served]),
+        "offered, not served": (OFFERED, [n for n in names if n != chosen and n not in served]),
+        "door (always served)": (DOOR, doors),
+    }
+    order = [plain(n) for n in names + doors]
+    # Unscored tools and doors have no score: a short hatched stub shows their mark.
+    stub = max([*scores.values(), 0.1]) * 0.04
+    traces = []
+    for label, (colour, members) in groups.items():
+        if not members:
+            continue
+        traces.append(
+            _trace(
+                "Bar",
+                {
+                    "x": [plain(n) for n in members],
+                    "y": [scores.get(n, stub) for n in members],
+                    "customdata": [
+                        f"{scores[n]:.3f}"
+                        if n in scores
+                        else ("door, not ranked" if n in doors else "not scored")
+                        for n in members
+                    ],
+                    "text": [
+                        f"{scores[n]:.2f}"
+                        if n in scores
+                        else ("door" if n in doors else "unscored")
+                        for n in members
+                    ],
+                },
+                textposition="outside",
+                name=label,
+                marker={
+                    "color": colour,
+                    "line": {"color": "#1d2330", "width": 1},
+                    "pattern": {"shape": ["" if n in scores else "/" for n in members]},
+                },
+                hovertemplate="%{x}: %{customdata}<extra>%{fullData.name}</extra>",
+            )
+        )
+    figure = _figure(traces, time_axis=False, ytitle="score", height=320)
+    figure["layout"] = {
+        **figure["layout"],
+        "xaxis": {**figure["layout"]["xaxis"], "categoryorder": "array", "categoryarray": order},
+    }
+    return figure

@@ -1,0 +1,54 @@
+"""How numbers read on the pages: pure functions, wrapped as template filters."""
+
+from __future__ import annotations
+
+
+def duration_ms(value: float | None) -> str:
+    """1234.5 → "1,235 ms"; 65432 → "65.4 s"; None → "—"."""
+    if value is None:
+        return "—"
+    if abs(value) >= 10_000:
+        return f"{value / 1000:,.1f} s"
+    return f"{value:,.0f} ms"
+
+
+def percent(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    return f"{value * 100:.{digits}f} %"
+
+
+def offset(ms: float) -> str:
+    """Milliseconds since the run's first record as +m:ss.mmm (or +h:mm:ss.mmm)."""
+    seconds, milli = divmod(int(round(ms)), 1000)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"+{hours}:{minutes:02d}:{seconds:02d}.{milli:03d}"
+    return f"+{minutes}:{seconds:02d}.{milli:03d}"
+
+
+def kpi_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "rate":
+        return percent(value)
+    if unit == "ms":
+        return duration_ms(value)
+    return f"{value:,.0f}"
+
+
+def change(value: float | None, unit: str) -> str:
+    """A KPI's change against the previous period: points for rates, per cent otherwise."""
+    if value is None:
+        return "no previous data"
+    if unit == "rate":
+        return f"{value * 100:+.1f} pts"
+    return f"{value * 100:+.0f} %"
+
+
+def change_tone(value: float | None, rise_is_bad: bool) -> str:
+    """CSS class of a change: good, bad or flat (under half a point or half a per cent)."""
+    if value is None or abs(value) < 0.005:
+        return "flat"
+    return "bad" if (value > 0) == rise_is_bad else "good"

@@ -1,0 +1,60 @@
+"""The overview (DESIGN §6): KPIs against the previous period, time series, firing alerts,
+data freshness and the most recent runs of the current project."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from alerts.firing import firing_alerts
+from dashboard import figures, rollups
+from dashboard.access import get_project_for_user, operator_projects
+from dashboard.params import chart_params
+from dashboard.runs import run_row
+from records.models import Run
+from records.rollup import freshness
+from workers.heartbeat import last_seen
+
+RECENT_RUNS = 15
+RATE_LABELS = {
+    "ladder_fallback_rate": "ladder fallback",
+    "narrowing_skip_rate": "narrowing skip",
+    "swap_rate": "swap",
+    "pick_error_rate": "pick error",
+}
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    if not operator_projects(request):
+        # The landing page after login: say what to do rather than answer 404.
+        return render(request, "dashboard/no_projects.html")
+    project = get_project_for_user(request)
+    period, agents, error = chart_params(request)
+    data = rollups.overview(project.pk, timezone.now(), period.name, agents)
+    context = {
+        "project": project,
+        "data": data,
+        "periods": rollups.PERIODS.values(),
+        "agent": ",".join(agents),
+        "error": error,
+        "records_figure": figures.records_by_kind(data["records_by_kind"]),
+        "latency_figure": figures.latency_by_model(data["latency_by_model"]),
+        "rates_figure": figures.rates_over_time(data["rates"], RATE_LABELS),
+    }
+    # htmx asks for the charts alone when the period or agent changes.
+    if request.headers.get("HX-Request"):
+        return render(request, "dashboard/partials/overview_charts.html", context)
+    context.update(
+        recent_runs=[
+            run_row(r)
+            for r in Run.objects.filter(project=project).order_by("-last_ts", "-id")[:RECENT_RUNS]
+        ],
+        freshness=freshness(project_id=project.pk),
+        worker_last_seen=last_seen(),
+        # Firing alerts of every project the operator is in: one firing elsewhere matters too.
+        firing_alerts=firing_alerts([p.pk for p in operator_projects(request)]),
+    )
+    return render(request, "dashboard/overview.html", context)

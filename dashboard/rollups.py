@@ -1,0 +1,579 @@
+"""What the overview, models, classifiers and streaks pages show, read from rollups only.
+
+A page reads its period's rollup rows and folds every metric it draws from them with the
+metric definitions of records.metrics, so it shows what GET /api/v1/metrics answers. Two reads
+keep that inside the pages' budget at a million records a day:
+
+- counts: rows summed over agents by the database (GROUP BY bucket, kind, model, key), without
+  their sketches: an hour of such a project is a few hundred rollup rows, one per agent, and
+  only the counts of most kinds are ever used;
+- sketches: the rows of the latency kinds only (picks, model calls), sketch and all, merged here.
+
+Streak sparklines fold StreakSegment rows (records.streaks). Nothing here reads a record.
+Functions return plain data (dicts, lists, numbers); dashboard.figures turns them into figures.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from django.db.models import BigIntegerField, Count, Q, QuerySet, Sum, TextField
+from django.db.models.functions import Cast
+from django.utils.dateparse import parse_datetime
+
+from records import streaks
+from records.metrics import INTERVALS, METRICS, Quantile, Row, fold_metric
+from records.models import Grain, Rollup, Run, Streak, StreakSegment
+from records.rollup import truncate
+from records.sketch import Sketch
+
+PICKS = ("tool_choice.pick", "tool_choice.pick_error")
+VERDICT = "classifier.verdict"
+NOTICE = "notice"
+SELECTION = "model_selection"
+PROVIDER_ERROR = "provider.error"
+MODEL_CALL = "model_call"
+OUTCOME = "tool_choice.outcome"
+
+
+@dataclass(frozen=True)
+class Period:
+    """A page's time range: `span` long, in buckets of `interval`, ending with the current one."""
+
+    name: str
+    label: str
+    span: timedelta
+    interval: str
+
+
+# Minute buckets for the last hour, hour buckets up to a day, day buckets for the week: what a
+# page reads grows with the number of rollup rows (some 400 an hour at a million records a
+# day), so each period reads the coarsest grain that still draws a useful line.
+PERIODS: dict[str, Period] = {
+    p.name: p
+    for p in (
+        Period("1h", "last hour", timedelta(hours=1), "minute"),
+        Period("6h", "last 6 hours", timedelta(hours=6), "hour"),
+        Period("24h", "last 24 hours", timedelta(hours=24), "hour"),
+        Period("7d", "last 7 days", timedelta(days=7), "day"),
+    )
+}
+# The landing view (Grafana's default too): recent enough to act on, and the pages read a
+# quarter of the rows of a day.
+DEFAULT_PERIOD = "6h"
+
+
+def get_period(name: str | None) -> Period:
+    return PERIODS.get(name or "", PERIODS[DEFAULT_PERIOD])
+
+
+def overview_range(now: datetime, period_name: str) -> tuple[datetime, datetime]:
+    """[start, end) of a period: whole buckets, the current (partial) one included."""
+    period = get_period(period_name)
+    end = truncate(now, period.interval) + INTERVALS[period.interval]
+    return end - period.span, end
+
+
+# --- folding helpers over rows already read ------------------------------------------------------
+ByKind = dict[str, list[Row]]
+
+
+def by_kind(rows: Iterable[Row]) -> ByKind:
+    """Rows by kind, so that each metric walks only the rows of its own kinds."""
+    out: ByKind = defaultdict(list)
+    for row in rows:
+        out[row.kind].append(row)
+    return out
+
+
+def _rows_of(name: str, rows: ByKind) -> Iterator[Row]:
+    kinds = METRICS[name].kinds or tuple(rows)
+    for kind in kinds:
+        yield from rows.get(kind, ())
+
+
+def overall(name: str, rows: ByKind) -> tuple[float | None, int]:
+    """One metric over all `rows`, every group merged: (value, records behind it)."""
+    metric = METRICS[name]
+    acc = metric.make()
+    for row in _rows_of(name, rows):
+        for _, args in metric.contribute(row):
+            acc.add(*args)
+    return acc.result()
+
+
+def overall_series(name: str, rows: ByKind) -> list[tuple[datetime, float | None, int]]:
+    """One metric per bucket, every group merged: [(bucket, value, count)] in time order."""
+    metric = METRICS[name]
+    by_bucket: dict[datetime, Any] = {}
+    for row in _rows_of(name, rows):
+        for _, args in metric.contribute(row):
+            acc = by_bucket.get(row.bucket)
+            if acc is None:
+                acc = by_bucket[row.bucket] = metric.make()
+            acc.add(*args)
+    return [(t, *by_bucket[t].result()) for t in sorted(by_bucket)]
+
+
+def latency_by_model(rows: Iterable[Row]) -> dict[str, dict[datetime, Sketch]]:
+    """Latency sketches merged per classifier model and bucket (over agents and both pick
+    kinds): the grouping of the classifier_latency metrics.
+
+    Merged as the stored JSON ({bin: count}), and made Sketches once per model and bucket.
+    """
+    counts: dict[str, dict[datetime, dict[str, int]]] = defaultdict(dict)
+    for row in rows:
+        into = counts[row.model].get(row.bucket)
+        if into is None:
+            counts[row.model][row.bucket] = dict(row.sketch)
+            continue
+        for index, n in row.sketch.items():
+            into[index] = into.get(index, 0) + n
+    return {
+        model: {t: Sketch.from_json(c) for t, c in by_t.items()} for model, by_t in counts.items()
+    }
+
+
+def merged(sketches: Iterable[Sketch]) -> Sketch:
+    out = Sketch()
+    for sketch in sketches:
+        out.merge(sketch)
+    return out
+
+
+def grouped(name: str, rows: list[Row], start: datetime, end: datetime, interval: str, **kw):
+    """fold_metric over rows already read: {"series": [...], "totals": [...]} as the API."""
+    return fold_metric(name, rows, interval=interval, start=start, end=end, **kw)
+
+
+ROW_COLUMNS = ("bucket", "kind", "model", "key")
+
+
+def _bucket_parser() -> Callable[[str], datetime]:
+    """Bucket text to an aware datetime, once per distinct bucket.
+
+    Buckets come as text: Django's timestamptz loader parses each value with a regex (the
+    largest cost of a page's rows), and a page's thousands of rows share a few dozen buckets.
+    """
+    seen: dict[str, datetime] = {}
+
+    def parse(text: str) -> datetime:
+        value = seen.get(text)
+        if value is None:
+            value = parse_datetime(text)
+            if value is None:
+                raise ValueError(f"not a bucket time: {text!r}")
+            if value.tzinfo is None:  # SQLite stores UTC without an offset
+                value = value.replace(tzinfo=UTC)
+            seen[text] = value
+        return value
+
+    return parse
+
+
+def _rollups(project_id, interval, start, end, kinds, agents) -> QuerySet:
+    rows = Rollup.objects.filter(
+        project_id=project_id,
+        grain=Grain(interval),
+        bucket__gte=truncate(start, interval),
+        bucket__lt=end,
+    )
+    kinds = tuple(kinds)
+    if kinds:
+        rows = rows.filter(kind__in=kinds)
+    if agents:
+        rows = rows.filter(agent__in=agents)
+    return rows.annotate(bucket_text=Cast("bucket", TextField()))
+
+
+def count_rows(
+    project_id: int,
+    interval: str,
+    start: datetime,
+    end: datetime,
+    kinds: Iterable[str] = (),
+    agents: list[str] | None = None,
+    *,
+    columns: tuple[str, ...] = ROW_COLUMNS,
+) -> list[Row]:
+    """Rollup rows summed by the database over agents and the columns left out of `columns`.
+
+    No sketches: the metrics that count (rates, totals) read nothing else of a row, so they fold
+    these rows as they would the stored ones, given the columns they read (a left-out column is
+    "", a left-out bucket is `start`).
+    """
+    selected = ["bucket_text" if c == "bucket" else c for c in columns]
+    # SUM of a bigint is a numeric, which psycopg would hand over as a Decimal per value.
+    summed = (
+        _rollups(project_id, interval, start, end, kinds, agents)
+        .values_list(*selected)
+        .annotate(
+            n=Cast(Sum("count"), BigIntegerField()),
+            t_in=Cast(Sum("tokens_in"), BigIntegerField()),
+            t_out=Cast(Sum("tokens_out"), BigIntegerField()),
+        )
+        .order_by()
+    )
+    bucket = _bucket_parser()
+    if columns == ROW_COLUMNS:  # the common case, without a dict per row
+        return [
+            Row(bucket(b), kind, "", m, k, n, t_in, t_out, {})
+            for b, kind, m, k, n, t_in, t_out in summed
+        ]
+    out = []
+    for values in summed:
+        got = dict(zip(columns, values, strict=False))
+        n, t_in, t_out = values[-3:]
+        when = bucket(got["bucket"]) if "bucket" in got else start
+        out.append(Row(when, got.get("kind", ""), "", got.get("model", ""), got.get("key", ""),
+                       n, t_in, t_out, {}))  # fmt: skip
+    return out
+
+
+def sketch_rows(
+    project_id: int,
+    interval: str,
+    start: datetime,
+    end: datetime,
+    kinds: Iterable[str],
+    agents: list[str] | None = None,
+) -> list[Row]:
+    """The stored rows of `kinds` with their sketches (the latency kinds: they are few).
+
+    The sketch comes as text and is parsed with orjson: several times faster than the
+    JSONField's json.loads, and these rows are most of what a chart page parses.
+    """
+    rows = _rollups(project_id, interval, start, end, kinds, agents).annotate(
+        sketch_text=Cast("sketch", TextField())
+    )
+    fields = ("agent", "model", "key", "count", "tokens_in", "tokens_out")
+    bucket = _bucket_parser()
+    return [
+        Row(bucket(b), kind, *values, orjson.loads(sketch))
+        for b, kind, *values, sketch in rows.values_list(
+            "bucket_text", "kind", *fields, "sketch_text"
+        ).order_by()
+    ]
+
+
+def _part(key: str, index: int) -> str:
+    parts = key.split("|")
+    return parts[index] if index < len(parts) else ""
+
+
+# --- overview ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Kpi:
+    name: str
+    label: str
+    value: float | None
+    previous: float | None
+    count: int
+    # How the value reads: "count", "ms" or "rate" (a share, compared in percentage points).
+    unit: str
+    # Whether a rise is bad news (latency, errors), for the colour of the change.
+    rise_is_bad: bool = False
+
+    @property
+    def change(self) -> float | None:
+        """Relative change for counts and latencies; the difference for rates (points)."""
+        if self.value is None or self.previous is None:
+            return None
+        if self.unit == "rate":
+            return self.value - self.previous
+        if self.previous == 0:
+            return None
+        return (self.value - self.previous) / self.previous
+
+
+# (metric, label, unit, a rise is bad)
+KPI_METRICS = (
+    ("records", "Records", "count", False),
+    ("classifier_latency_p95", "Classifier p95 latency", "ms", True),
+    ("pick_error_rate", "Pick error rate", "rate", True),
+    ("narrowing_skip_rate", "Narrowing skip rate", "rate", True),
+    ("swap_rate", "Swap rate", "rate", False),
+    ("ladder_fallback_rate", "Ladder fallback rate", "rate", True),
+    ("first_pick_agreement", "First-pick agreement", "rate", False),
+)
+OVERVIEW_SERIES = ("ladder_fallback_rate", "narrowing_skip_rate", "swap_rate", "pick_error_rate")
+# The kinds the rate KPIs and series read, row by row; every other kind is only counted.
+RATE_KINDS = tuple(
+    sorted({k for name, *_ in KPI_METRICS if name != "records" for k in METRICS[name].kinds})
+)
+
+
+def overview(project_id: int, now: datetime, period_name: str, agents: list[str]) -> dict:
+    """KPIs of the period against the one before, and the period's time series.
+
+    Five queries: records by kind and bucket over both periods, the rows of the rate metrics in
+    the period (by bucket) and in the one before (summed), the pick sketches of both, and the
+    run summaries' counts.
+    """
+    period = get_period(period_name)
+    start, end = overview_range(now, period.name)
+    previous_start = start - period.span
+    interval = period.interval
+    kinds = count_rows(
+        project_id, interval, previous_start, end, agents=agents, columns=("bucket", "kind")
+    )
+    records_now = [r for r in kinds if r.bucket >= start]
+    records_before = [r for r in kinds if r.bucket < start]
+    current = count_rows(project_id, interval, start, end, RATE_KINDS, agents)
+    before = count_rows(
+        project_id, interval, previous_start, start, RATE_KINDS, agents, columns=ROW_COLUMNS[1:]
+    )
+    picks = latency_by_model(sketch_rows(project_id, interval, previous_start, end, PICKS, agents))
+    now_rows, before_rows = by_kind(current), by_kind(before)
+    kpis = []
+    for name, label, unit, rise_is_bad in KPI_METRICS:
+        if name == "records":
+            value, previous = _sum(records_now), _sum(records_before)
+            count, previous_count = value, previous
+        elif name == "classifier_latency_p95":
+            now_sketch = merged(s for by_t in picks.values() for t, s in by_t.items() if t >= start)
+            old_sketch = merged(s for by_t in picks.values() for t, s in by_t.items() if t < start)
+            value, count = now_sketch.quantile(0.95), now_sketch.count
+            previous, previous_count = old_sketch.quantile(0.95), old_sketch.count
+        else:
+            value, count = overall(name, now_rows)
+            previous, previous_count = overall(name, before_rows)
+        kpis.append(
+            Kpi(
+                name,
+                label,
+                value if count else None,
+                previous if previous_count else None,
+                count,
+                unit,
+                rise_is_bad,
+            )
+        )
+    runs = Run.objects.filter(project_id=project_id, last_ts__gte=previous_start, last_ts__lt=end)
+    if agents:
+        runs = runs.filter(agent__in=agents)
+    counted = runs.aggregate(
+        now=Count("id", filter=Q(last_ts__gte=start)),
+        before=Count("id", filter=Q(last_ts__lt=start)),
+    )
+    kpis.insert(
+        1,
+        Kpi("runs", "Active runs", counted["now"], counted["before"], counted["now"], "count"),
+    )
+    records_by_kind = grouped("records", records_now, start, end, interval)
+    latency = [
+        {
+            "group": {"model": model},
+            "points": [
+                {"t": t, "value": s.quantile(0.95), "count": s.count}
+                for t, s in sorted(by_t.items())
+                if t >= start
+            ],
+        }
+        for model, by_t in sorted(picks.items())
+    ]
+    rates = {name: overall_series(name, now_rows) for name in OVERVIEW_SERIES}
+    return {
+        "period": period,
+        "start": start,
+        "end": end,
+        "kpis": kpis,
+        "records_by_kind": records_by_kind["series"],
+        "latency_by_model": [series for series in latency if series["points"]],
+        "rates": rates,
+    }
+
+
+def _sum(rows: Iterable[Row]) -> int:
+    return sum(r.count for r in rows)
+
+
+# --- models ------------------------------------------------------------------------------------
+START = "(start)"  # the "previous model" of a run's first step
+
+
+def models_page(project_id: int, now: datetime, period_name: str, agents: list[str]) -> dict:
+    """Swap matrix, swaps over time, step-to-step model paths, refusals, model-call latency.
+
+    Two queries: counts of selections and provider errors, and the model-call rows.
+    """
+    period = get_period(period_name)
+    start, end = overview_range(now, period.name)
+    rows = count_rows(project_id, period.interval, start, end, (SELECTION, PROVIDER_ERROR), agents)
+    calls_rows = sketch_rows(project_id, period.interval, start, end, (MODEL_CALL,), agents)
+    matrix: Counter = Counter()  # (default, selected) -> selections
+    paths: Counter = Counter()  # (previous, selected) -> steps
+    refused: Counter = Counter()  # (provider, model) -> refused forced tool choices
+    errors: Counter = Counter()  # (provider, model, error) -> provider errors
+    for row in rows:
+        if row.kind == SELECTION:
+            # The key is "selected|previous" (records.derive); rows stored before it carried
+            # the previous model have no "|" and count in the matrix only.
+            selected = _part(row.key, 0)
+            matrix[(row.model, selected)] += row.count
+            if "|" in row.key:
+                paths[(_part(row.key, 1) or START, selected)] += row.count
+        elif row.kind == PROVIDER_ERROR:
+            provider, error, was_refused = _part(row.key, 0), _part(row.key, 1), _part(row.key, 2)
+            errors[(provider, row.model, error)] += row.count
+            if was_refused == "1":
+                refused[(provider, row.model)] += row.count
+    calls: dict[tuple[str, str], dict] = {}
+    for row in calls_rows:
+        cell = calls.setdefault(
+            (row.key, row.model), {"sketch": Quantile(0.5), "count": 0, "tokens": 0}
+        )
+        cell["sketch"].add(row.sketch)
+        cell["count"] += row.count
+        cell["tokens"] += row.tokens_in + row.tokens_out
+    swaps = grouped("swap_rate", rows, start, end, period.interval, group_by="model")
+    model_calls = [
+        {
+            "provider": provider,
+            "model": model,
+            "count": cell["count"],
+            "p50": cell["sketch"].sketch.quantile(0.5),
+            "p95": cell["sketch"].sketch.quantile(0.95),
+            "tokens": cell["tokens"],
+        }
+        for (provider, model), cell in sorted(calls.items())
+    ]
+    return {
+        "period": period,
+        "start": start,
+        "end": end,
+        "matrix": dict(matrix),
+        "paths": dict(paths),
+        "swap_series": swaps["series"],
+        "swap_totals": swaps["totals"],
+        "refused": dict(refused),
+        "errors": sorted(errors.items(), key=lambda item: (-item[1], item[0])),
+        "model_calls": model_calls,
+    }
+
+
+# --- classifiers -------------------------------------------------------------------------------
+_CLASSIFIER_COUNTS = (*PICKS, OUTCOME, VERDICT, NOTICE)
+QUANTILES = (0.5, 0.95, 0.99)
+
+
+def classifiers_page(project_id: int, now: datetime, period_name: str, agents: list[str]) -> dict:
+    """Everything about the classifiers over the period. Two queries: counts, pick sketches."""
+    period = get_period(period_name)
+    start, end = overview_range(now, period.name)
+    rows = count_rows(project_id, period.interval, start, end, _CLASSIFIER_COUNTS, agents)
+    picks = sketch_rows(project_id, period.interval, start, end, PICKS, agents)
+    # Latency percentiles per classifier model and bucket: one merged sketch, three quantiles
+    # (three fold_metric calls would merge every sketch three times).
+    sketches = latency_by_model(picks)
+    unavailable: Counter = Counter()  # (cause, disposition) -> classifier.unavailable notices
+    role_defaulted: Counter = Counter()  # (reason, model) -> classifier.role_defaulted notices
+    for row in rows:
+        if row.kind != NOTICE:
+            continue
+        code = _part(row.key, 0)
+        if code == "classifier.unavailable":
+            unavailable[(_part(row.key, 1) or "unrecorded", _part(row.key, 2))] += row.count
+        elif code == "classifier.role_defaulted":
+            role_defaulted[(_part(row.key, 1) or "unrecorded", row.model)] += row.count
+    latency = {
+        model: [(t, *(by_time[t].quantile(q) for q in QUANTILES)) for t in sorted(by_time)]
+        for model, by_time in sorted(sketches.items())
+    }
+    totals = {model: merged(by_time.values()) for model, by_time in sorted(sketches.items())}
+    latency_totals = [
+        {
+            "model": model,
+            "count": sketch.count,
+            **{f"p{round(q * 100)}": sketch.quantile(q) for q in QUANTILES},
+        }
+        for model, sketch in totals.items()
+    ]
+    rows_by_kind = by_kind(rows)
+
+    def fold(name: str, group_by: str | None = None) -> dict:
+        return grouped(name, rows, start, end, period.interval, group_by=group_by)
+
+    skips = fold("narrowing_skip_rate", "reason")
+    return {
+        "period": period,
+        "start": start,
+        "end": end,
+        "latency": latency,
+        "latency_totals": latency_totals,
+        "skip_series": skips["series"],
+        "skip_totals": skips["totals"],
+        "skip_overall": overall("narrowing_skip_rate", rows_by_kind),
+        "pick_errors": fold("pick_error_rate", "model"),
+        "agreement": overall_series("first_pick_agreement", rows_by_kind),
+        "agreement_overall": overall("first_pick_agreement", rows_by_kind),
+        "ladder": fold("ladder_fallback_rate", "model"),
+        "verdicts": fold("verdicts")["totals"],
+        "unavailable": dict(unavailable),
+        "role_defaulted": dict(role_defaulted),
+    }
+
+
+# --- streaks -----------------------------------------------------------------------------------
+def streaks_page(project_id: int, now: datetime, period_name: str) -> dict:
+    """Each model's streak, and per hour of the period its value at the end of the hour and
+    the highest it reached within it.
+
+    The value at an hour is the suffix of the fold of every segment up to it: the days before
+    the period's first day, then that day's hours onwards (records.streaks). Three queries.
+    """
+    period = PERIODS["7d" if period_name == "7d" else "24h"]
+    end = truncate(now, Grain.HOUR) + timedelta(hours=1)
+    start = end - period.span
+    first_day = truncate(start, Grain.DAY)
+    rows = list(
+        Streak.objects.filter(project_id=project_id).order_by("-current", "-longest", "model")
+    )
+    states: dict[str, streaks.Segment] = defaultdict(lambda: streaks.EMPTY)
+    for segment in StreakSegment.objects.filter(
+        project_id=project_id, grain=Grain.DAY, bucket__lt=first_day
+    ).order_by("model", "bucket"):
+        states[segment.model] = streaks.combine(states[segment.model], _segment(segment))
+    hours: dict[str, dict[datetime, streaks.Segment]] = defaultdict(dict)
+    for segment in StreakSegment.objects.filter(
+        project_id=project_id, grain=Grain.HOUR, bucket__gte=first_day, bucket__lt=end
+    ).order_by("model", "bucket"):
+        hours[segment.model][segment.bucket] = _segment(segment)
+    times = []
+    t = first_day
+    while t < end:
+        times.append(t)
+        t += timedelta(hours=1)
+    sparklines: dict[str, list[tuple[datetime, int, int]]] = {}
+    for streak in rows:
+        state = states[streak.model]
+        points = []
+        for t in times:
+            segment = hours[streak.model].get(t)
+            peak = state.current
+            if segment is not None:
+                # The highest the streak reached within the hour: a run inside it, or the
+                # streak carried in plus the hour's leading parse errors.
+                peak = max(segment.longest, state.current + segment.prefix)
+                state = streaks.combine(state, segment)
+            if t >= start:
+                points.append((t, state.current, peak))
+        sparklines[streak.model] = points
+    return {
+        "period": period,
+        "start": start,
+        "end": end,
+        "streaks": rows,
+        "sparklines": sparklines,
+    }
+
+
+def _segment(s: StreakSegment) -> streaks.Segment:
+    return streaks.Segment(
+        s.has_ruling, s.prefix, s.suffix, s.longest, s.last_broken_at, s.last_ts, s.last_key
+    )

@@ -1,0 +1,88 @@
+"""Inclusion tags and filters of the operator pages (filters wrap dashboard.format)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.http import QueryDict
+
+from dashboard import format as fmt
+from dashboard.access import switcher
+
+register = template.Library()
+
+register.filter("duration_ms", fmt.duration_ms)
+register.filter("percent", fmt.percent)
+register.filter("offset", fmt.offset)
+
+
+@register.filter
+def kpi_value(kpi) -> str:
+    return fmt.kpi_value(kpi.value, kpi.unit)
+
+
+@register.filter
+def kpi_change(kpi) -> str:
+    return fmt.change(kpi.change, kpi.unit)
+
+
+@register.filter
+def kpi_tone(kpi) -> str:
+    return fmt.change_tone(kpi.change, kpi.rise_is_bad)
+
+
+@register.inclusion_tag("dashboard/partials/project_switcher.html", takes_context=True)
+def project_switcher(context) -> dict[str, Any]:
+    """The header's project switcher, from the session (dashboard.access): no query."""
+    request = context.get("request")
+    projects, current = switcher(request) if request is not None else ([], None)
+    return {
+        "projects": [{"id": pk, "name": name, "current": pk == current} for pk, name in projects],
+        "next": request.get_full_path() if request is not None else "/",
+        "csrf_token": context.get("csrf_token"),
+    }
+
+
+@register.inclusion_tag("dashboard/partials/chart.html")
+def chart(figure: dict | None, dom_id: str, css_class: str = "chart") -> dict[str, Any]:
+    """A Plotly figure: an empty div and the figure as JSON beside it (`<dom_id>-figure`).
+
+    static/dashboard/charts.js draws every `*-figure` JSON element into the element whose id
+    is the same without the suffix. The figure never becomes markup (json_script escapes it).
+    """
+    return {
+        "figure": figure,
+        "dom_id": dom_id,
+        "json_id": f"{dom_id}-figure",
+        "css_class": css_class,
+    }
+
+
+@register.inclusion_tag("dashboard/partials/run_flags.html")
+def run_flags(run) -> dict[str, Any]:
+    flags = [
+        (name, label)
+        for name, label, on in (
+            ("swap", "swap", run.has_swap),
+            ("fallback", "fallback", run.has_fallback),
+            ("error", "error", run.has_error),
+            ("contract_break", "contract break", run.has_contract_break),
+        )
+        if on
+    ]
+    return {"flags": flags}
+
+
+@register.simple_tag(takes_context=True)
+def query_with(context, **changes: Any) -> str:
+    """The current query string with some parameters set (None or "" removes them)."""
+    request = context["request"]
+    query: QueryDict = request.GET.copy()
+    for name, value in changes.items():
+        if value is None or value == "":
+            query.pop(name, None)
+        else:
+            query[name] = value
+    encoded = query.urlencode()
+    return f"?{encoded}" if encoded else "?"
