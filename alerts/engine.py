@@ -30,6 +30,7 @@ from alerts.windows import (
     STREAK,
     Query,
     RowIndex,
+    collapse,
     fold,
     read_rows,
     window_grain,
@@ -222,19 +223,22 @@ def _definition_errors(rule: Rule) -> dict:
 
 def _read(
     project_id: int, rules: list[Rule], now: datetime
-) -> tuple[dict[Grain, RowIndex], list[tuple[str, int]]]:
-    """The project's rows for every rule at once: minute rows for short windows, hour rows
-    for long ones, and the streaks if a rule watches them."""
-    indexes: dict[Grain, RowIndex] = {}
+) -> tuple[dict[tuple[Grain, datetime], RowIndex], list[tuple[str, int]]]:
+    """The project's rows for every rule at once, read once per grain (minute rows for short
+    windows, hour rows for long ones) and collapsed once per window start; and the streaks if
+    a rule watches them."""
+    indexes: dict[tuple[Grain, datetime], RowIndex] = {}
     for grain in (Grain.MINUTE, Grain.HOUR):
         windowed = [
             r for r in rules if r.metric != STREAK and window_grain(r.window_minutes) == grain
         ]
-        if windowed:
-            start = min(window_start(now, r.window_minutes) for r in windowed)
-            queries = [r.query() for r in windowed]
-            rows = read_rows(project_id, queries, start, truncate(now, grain), grain)
-            indexes[grain] = RowIndex(rows)
+        if not windowed:
+            continue
+        starts = {window_start(now, r.window_minutes) for r in windowed}
+        queries = [r.query() for r in windowed]
+        rows = read_rows(project_id, queries, min(starts), truncate(now, grain), grain)
+        for start in starts:
+            indexes[(grain, start)] = RowIndex(collapse(rows, start))
     streaks: list[tuple[str, int]] = []
     if any(r.metric == STREAK for r in rules):
         streaks = list(Streak.objects.filter(project_id=project_id).values_list("model", "current"))
@@ -243,7 +247,7 @@ def _read(
 
 def rule_samples(
     rule: Rule,
-    indexes: dict[Grain, RowIndex],
+    indexes: dict[tuple[Grain, datetime], RowIndex],
     streaks: list[tuple[str, int]],
     now: datetime,
     cache: dict | None = None,
@@ -252,14 +256,13 @@ def rule_samples(
     query = rule.query()
     if query.metric == STREAK:
         return streak_samples(query, streaks)
-    index = indexes[window_grain(rule.window_minutes)]
-    since = window_start(now, rule.window_minutes)
-    key = (query, rule.window_minutes, since)
+    window = (window_grain(rule.window_minutes), window_start(now, rule.window_minutes))
+    key = (query, window)
     if cache is not None and key in cache:
         return cache[key]
     samples = {
         group: Sample(*acc.result())
-        for group, acc in fold(query, index.rows_for(query, since), since=since).items()
+        for group, acc in fold(query, indexes[window].rows_for(query)).items()
     }
     if cache is not None:
         cache[key] = samples

@@ -15,7 +15,6 @@ current one), so that a day-long window reads 24 rows a group instead of 1,440.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from django.db.models.functions import Cast
 from records.metrics import METRICS, Quantile, Rate, Row, Total
 from records.models import Grain, Rollup
 from records.rollup import truncate
+from records.sketch import Sketch
 
 STREAK = "contract_broken_streak"
 PICKS = ("tool_choice.pick", "tool_choice.pick_error")
@@ -165,6 +165,15 @@ def window_start(now: datetime, minutes: int) -> datetime:
 
 
 # --- folding rows -------------------------------------------------------------------------------
+def _add(acc: Any, args: tuple) -> None:
+    if isinstance(args[0], Sketch) and isinstance(acc, Quantile):
+        # read_rows parsed the row's sketch once; Quantile.add would parse its JSON again
+        # for every rule that reads the row.
+        acc.sketch.merge(args[0])
+    else:
+        acc.add(*args)
+
+
 def fold(query: Query, rows: Iterable[Row], *, since: datetime | None = None) -> dict[str, Any]:
     """Accumulators per group over `rows` (those before `since` skipped)."""
     out: dict[str, Any] = {}
@@ -173,7 +182,7 @@ def fold(query: Query, rows: Iterable[Row], *, since: datetime | None = None) ->
         acc = out.get(group)
         if acc is None:
             acc = out[group] = make()
-        acc.add(*args)
+        _add(acc, args)
     return out
 
 
@@ -185,7 +194,7 @@ def fold_by_minute(query: Query, rows: Iterable[Row]) -> dict[str, dict[datetime
         acc = out[group].get(bucket)
         if acc is None:
             acc = out[group][bucket] = make()
-        acc.add(*args)
+        _add(acc, args)
     return dict(out)
 
 
@@ -290,56 +299,71 @@ def slide(
 
 
 # --- reading rows ---------------------------------------------------------------------------
-class _Run:
-    """Rows sorted by bucket, so that a window starts at a bisection instead of a scan."""
-
-    __slots__ = ("buckets", "rows")
-
-    def __init__(self, rows: list[Row]) -> None:
-        rows.sort(key=lambda row: row.bucket)
-        self.rows = rows
-        self.buckets = [row.bucket for row in rows]
-
-    def since(self, start: datetime | None) -> list[Row]:
-        if start is None:
-            return self.rows
-        return self.rows[bisect_left(self.buckets, start) :]
-
-
 class RowIndex:
-    """A project's rows by kind and model (and verdicts by classifier seat too), each sorted by
-    bucket, so that a rule on one model or classifier over a short window reads only its own
-    rows: the tick reads the rows of the longest window once for every rule."""
+    """Rows by kind and model (and verdicts by classifier seat too), so that a rule on one model
+    or classifier reads only its own rows."""
 
     def __init__(self, rows: Iterable[Row]) -> None:
-        by_kind: dict[str, dict[str, list[Row]]] = defaultdict(lambda: defaultdict(list))
-        by_seat: dict[str, list[Row]] = defaultdict(list)
+        self.by_kind: dict[str, dict[str, list[Row]]] = defaultdict(lambda: defaultdict(list))
+        self.verdicts_by_seat: dict[str, list[Row]] = defaultdict(list)
         for row in rows:
-            by_kind[row.kind][row.model].append(row)
+            self.by_kind[row.kind][row.model].append(row)
             if row.kind == VERDICT:
-                by_seat[_classifier_of(row)].append(row)
-        self.by_kind = {
-            kind: {model: _Run(rows) for model, rows in by_model.items()}
-            for kind, by_model in by_kind.items()
-        }
-        self.verdicts_by_seat = {seat: _Run(rows) for seat, rows in by_seat.items()}
+                self.verdicts_by_seat[_classifier_of(row)].append(row)
 
-    def rows_for(self, query: Query, since: datetime | None = None) -> Iterator[Row]:
+    def rows_for(self, query: Query) -> Iterator[Row]:
         kinds = query.kinds or tuple(self.by_kind)
         for kind in kinds:
             by_model = self.by_kind.get(kind)
             if not by_model:
                 continue
             if query.model and query.model_is_row_model:
-                runs = [by_model[query.model]] if query.model in by_model else []
+                yield from by_model.get(query.model, ())
             elif kind == VERDICT and (query.classifier or query.model):
                 # The ladder groups by seat model, and `classifier` is the seat of a verdict.
-                seat = self.verdicts_by_seat.get(query.classifier or query.model)
-                runs = [seat] if seat else []
+                yield from self.verdicts_by_seat.get(query.classifier or query.model, ())
             else:
-                runs = list(by_model.values())
-            for run in runs:
-                yield from run.since(since)
+                for rows in by_model.values():
+                    yield from rows
+
+
+def collapse(rows: Iterable[Row], since: datetime) -> list[Row]:
+    """The rows from `since` on, added up per (kind, agent, model, key) and dated `since`.
+
+    Every metric's contribution is linear in a row's count, tokens and sketch for a given kind,
+    agent, model and key (records.metrics never reads the bucket), so the summed row folds to
+    what its buckets fold to. Rules then fold one row per key however long their window: a
+    day-long window over hour rows is 24 times fewer rows to fold, for every rule reading it.
+    """
+    cells: dict[tuple, list] = {}
+    for row in rows:
+        if row.bucket < since:
+            continue
+        key = (row.kind, row.agent, row.model, row.key)
+        cell = cells.get(key)
+        if cell is None:
+            cells[key] = [row.count, row.tokens_in, row.tokens_out, row.sketch, False]
+            continue
+        cell[0] += row.count
+        cell[1] += row.tokens_in
+        cell[2] += row.tokens_out
+        if row.sketch:
+            if not cell[4]:  # a second sketch for this key: merge into a copy, not the row's
+                cell[3], cell[4] = _sketch_copy(cell[3]), True
+            cell[3].merge(_as_sketch(row.sketch))
+    return [
+        Row(since, *key, count, t_in, t_out, sketch)
+        for key, (count, t_in, t_out, sketch, _) in cells.items()
+    ]
+
+
+def _as_sketch(value: Sketch | dict) -> Sketch:
+    return value if isinstance(value, Sketch) else Sketch.from_json(value)
+
+
+def _sketch_copy(value: Sketch | dict) -> Sketch:
+    sketch = _as_sketch(value)
+    return Sketch(dict(sketch.bins), sketch.zero)
 
 
 _FIELDS = ("kind", "agent", "model", "key", "count", "tokens_in", "tokens_out")
@@ -364,7 +388,8 @@ def read_rows(
     Only latency metrics need the sketch column, the widest one by far, so rows of the other
     kinds are read without it. Buckets and sketches come as text: a tick reads tens of thousands
     of rows that share a few dozen buckets, and parsing each timestamp and each JSON object
-    through the ORM's converters was half of a tick.
+    through the ORM's converters was half of a tick. A row's `sketch` is a parsed Sketch (which
+    `fold` merges as is), or {} for kinds read without one.
     """
     kinds: set[str] = set()
     sketch_kinds: set[str] = set()
@@ -386,7 +411,7 @@ def read_rows(
         for bucket, *values, sketch in with_sketch.values_list(
             "bucket_text", *_FIELDS, "sketch_text"
         ):
-            rows.append(Row(_bucket(bucket), *values, orjson.loads(sketch)))
+            rows.append(Row(_bucket(bucket), *values, Sketch.from_json(orjson.loads(sketch))))
     if every_kind:
         plain = base.exclude(kind__in=sorted(sketch_kinds)) if sketch_kinds else base
     elif kinds - sketch_kinds:

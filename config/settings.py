@@ -220,6 +220,9 @@ DECISIONBOARD = {
     "NUDGE_WORKERS": env_bool("DECISIONBOARD_NUDGE_WORKERS", True),
     # Export job files are deleted this long after they finish.
     "EXPORT_TTL_HOURS": env_int("DECISIONBOARD_EXPORT_TTL_HOURS", 24, minimum=1),
+    # Webhooks to loopback, private or link-local addresses are refused unless this is on
+    # (a receiver on the same network as a self-hosted Decisionboard).
+    "ALERTS_ALLOW_PRIVATE_WEBHOOKS": env_bool("DECISIONBOARD_ALERTS_ALLOW_PRIVATE_WEBHOOKS", False),
 }
 
 # Celery: Redis when REDIS_URL is set, otherwise kombu's filesystem transport under var/ so that

@@ -18,8 +18,9 @@ from dashboard import (
 urlpatterns = [
     path("", overview.overview, name="dash-overview"),
     path("runs/", runs.runs_list, name="dash-runs"),
-    path("runs/<str:run_id>/", run_detail.run_detail, name="dash-run-detail"),
-    path("runs/<str:run_id>/picks/<int:iteration>/", pick.pick_detail, name="dash-pick"),
+    # A run id is any string up to 200 characters, slashes included: the pick pattern first.
+    path("runs/<path:run_id>/picks/<int:iteration>/", pick.pick_detail, name="dash-pick"),
+    path("runs/<path:run_id>/", run_detail.run_detail, name="dash-run-detail"),
     path("models/", models_page.models_page, name="dash-models"),
     path("classifiers/", classifiers.classifiers_page, name="dash-classifiers"),
     path("streaks/", streaks.streaks_page, name="dash-streaks"),

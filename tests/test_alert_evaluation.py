@@ -17,6 +17,7 @@ from alerts.evaluate import Condition, GroupState, Sample, evaluate, replay
 from alerts.windows import (
     Query,
     RowIndex,
+    collapse,
     fold,
     query_errors,
     read_rows,
@@ -320,6 +321,21 @@ def test_sliding_a_window_gives_what_folding_each_window_afresh_gives(metric, wi
             assert got == (want.result() if want else METRICS[metric].make().result()), (t, group)
 
 
+@pytest.mark.parametrize(
+    "metric", ["pick_error_rate", "classifier_latency_p99", "narrowing_skip_rate", "records"]
+)
+@pytest.mark.parametrize("group_by", ["", "model", "agent"])
+def test_rows_collapsed_per_key_fold_to_what_their_buckets_fold_to(metric, group_by):
+    rows = _rows(random.Random(7), 90)
+    rows += [replace(r, agent="other", count=r.count * 2) for r in rows[::3]]
+    query = Query(metric=metric, group_by=group_by)
+    since = minute(30)
+    collapsed = collapse(rows, since)
+    assert len(collapsed) < len([r for r in rows if r.bucket >= since])
+    want = {g: a.result() for g, a in fold(query, rows, since=since).items()}
+    assert {g: a.result() for g, a in fold(query, collapsed).items()} == want
+
+
 def test_a_classifier_filter_reads_a_verdicts_seat_and_a_model_filter_its_model():
     def verdict(model, key, count):
         return Row(minute(0), "classifier.verdict", "bot", model, key, count, 0, 0, {})
@@ -397,9 +413,10 @@ def _api_totals(persona, metric: str, group_by: str, **filters) -> dict:
 
 
 def _fold(persona, query: Query) -> dict:
+    """What the engine computes: the window's rows read, collapsed per key, folded."""
     start = window_start(END, WINDOW)
     rows = read_rows(persona.project.pk, [query], start, END)
-    accs = fold(query, RowIndex(rows).rows_for(query), since=start)
+    accs = fold(query, RowIndex(collapse(rows, start)).rows_for(query))
     return {group: acc.result() for group, acc in accs.items()}
 
 
@@ -442,7 +459,7 @@ def test_an_hour_window_reads_hour_rollups_and_agrees_with_the_minutes(alice, mi
     assert 0 < len(hours) < len(minutes)
 
     def totals(rows):
-        accs = fold(query, RowIndex(rows).rows_for(query), since=start)
+        accs = fold(query, RowIndex(collapse(rows, start)).rows_for(query))
         return {group: acc.result() for group, acc in accs.items()}
 
     assert totals(hours) == totals(minutes)

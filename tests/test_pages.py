@@ -354,6 +354,18 @@ def test_it_lists_sub_runs_and_links_the_parent(alice, alice_page):
     assert 'Parent run</dt><dd><a href="/runs/parent/">parent</a>' in child
 
 
+def test_it_opens_a_run_whose_id_has_slashes_and_spaces(alice, alice_page):
+    t = timezone.now().replace(microsecond=0) - timedelta(minutes=20)
+    run_id = "team a/run 7?x#1"
+    post(alice, [record("tool_choice.pick", run_id=run_id, ts=iso(t))])
+    rollup.catch_up()
+    runs = alice_page.get("/runs/").content.decode()
+    link = re.search(r'<tr class="run-row">\s*<td><a href="([^"]+)">', runs).group(1)
+    assert link == "/runs/team%20a/run%207%3Fx%231/"
+    assert run_id in alice_page.get(link).content.decode()
+    assert alice_page.get(link + "picks/0/").status_code == 200
+
+
 def test_it_polls_a_live_run_and_not_a_finished_one(alice, alice_page):
     now = timezone.now().replace(microsecond=0)
     post(

@@ -16,9 +16,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, BrowserType, Page, Playwright, sync_playwright
+from playwright.sync_api import Browser, BrowserType, Page, Playwright, expect, sync_playwright
 
 from tests.conftest import need_service
+
+# The first page of a run loads the 4.8 MB plotly.js cold; on a busy 2-core CI machine that
+# can take longer than Playwright's 5 s default before a chart is drawn.
+expect.set_options(timeout=30_000)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
