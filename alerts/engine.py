@@ -30,9 +30,8 @@ from alerts.windows import (
     STREAK,
     Query,
     RowIndex,
-    collapse,
     fold,
-    read_rows,
+    read_window,
     window_grain,
     window_start,
 )
@@ -224,9 +223,8 @@ def _definition_errors(rule: Rule) -> dict:
 def _read(
     project_id: int, rules: list[Rule], now: datetime
 ) -> tuple[dict[tuple[Grain, datetime], RowIndex], list[tuple[str, int]]]:
-    """The project's rows for every rule at once, read once per grain (minute rows for short
-    windows, hour rows for long ones) and collapsed once per window start; and the streaks if
-    a rule watches them."""
+    """The project's rows for every rule at once, read and added up once per window (minute
+    rows for short windows, hour rows for long ones); and the streaks if a rule watches them."""
     indexes: dict[tuple[Grain, datetime], RowIndex] = {}
     for grain in (Grain.MINUTE, Grain.HOUR):
         windowed = [
@@ -234,11 +232,12 @@ def _read(
         ]
         if not windowed:
             continue
-        starts = {window_start(now, r.window_minutes) for r in windowed}
-        queries = [r.query() for r in windowed]
-        rows = read_rows(project_id, queries, min(starts), truncate(now, grain), grain)
-        for start in starts:
-            indexes[(grain, start)] = RowIndex(collapse(rows, start))
+        by_start: dict[datetime, list[Query]] = defaultdict(list)
+        for rule in windowed:
+            by_start[window_start(now, rule.window_minutes)].append(rule.query())
+        for start, queries in by_start.items():
+            rows = read_window(project_id, queries, start, truncate(now, grain), grain)
+            indexes[(grain, start)] = RowIndex(rows)
     streaks: list[tuple[str, int]] = []
     if any(r.metric == STREAK for r in rules):
         streaks = list(Streak.objects.filter(project_id=project_id).values_list("model", "current"))

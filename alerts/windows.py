@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 import orjson
-from django.db.models import TextField
+from django.db.models import Sum, TextField
 from django.db.models.functions import Cast
 
 from records.metrics import METRICS, Quantile, Rate, Row, Total
@@ -376,6 +376,44 @@ def _bucket(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _split_kinds(queries: Iterable[Query]) -> tuple[set[str], set[str], bool]:
+    """The kinds the queries read, those of them whose sketches they need, and whether one
+    reads every kind (the `records` metric without a kind filter)."""
+    kinds: set[str] = set()
+    sketch_kinds: set[str] = set()
+    every_kind = False
+    for query in queries:
+        if query.metric == STREAK:
+            continue
+        if not query.kinds:
+            every_kind = True
+        kinds.update(query.kinds)
+        if query.family == Family.LATENCY:
+            sketch_kinds.update(query.kinds)
+    return kinds, sketch_kinds, every_kind
+
+
+def _rollups(project_id: int, grain: Grain, start: datetime, end: datetime):
+    return Rollup.objects.filter(
+        project_id=project_id, grain=grain, bucket__gte=start, bucket__lte=end
+    ).annotate(bucket_text=Cast("bucket", TextField()), sketch_text=Cast("sketch", TextField()))
+
+
+def _plain(rows, kinds: set[str], sketch_kinds: set[str], every_kind: bool):
+    """The rows of the kinds read without their sketch, or None if there are none."""
+    if every_kind:
+        return rows.exclude(kind__in=sorted(sketch_kinds)) if sketch_kinds else rows
+    if kinds - sketch_kinds:
+        return rows.filter(kind__in=sorted(kinds - sketch_kinds))
+    return None
+
+
+def _with_sketch(rows, sketch_kinds: set[str]) -> Iterator[Row]:
+    query = rows.filter(kind__in=sorted(sketch_kinds))
+    for bucket, *values, sketch in query.values_list("bucket_text", *_FIELDS, "sketch_text"):
+        yield Row(_bucket(bucket), *values, Sketch.from_json(orjson.loads(sketch)))
+
+
 def read_rows(
     project_id: int,
     queries: Iterable[Query],
@@ -391,33 +429,37 @@ def read_rows(
     through the ORM's converters was half of a tick. A row's `sketch` is a parsed Sketch (which
     `fold` merges as is), or {} for kinds read without one.
     """
-    kinds: set[str] = set()
-    sketch_kinds: set[str] = set()
-    every_kind = False
-    for query in queries:
-        if query.metric == STREAK:
-            continue
-        if not query.kinds:
-            every_kind = True
-        kinds.update(query.kinds)
-        if query.family == Family.LATENCY:
-            sketch_kinds.update(query.kinds)
-    base = Rollup.objects.filter(
-        project_id=project_id, grain=grain, bucket__gte=start, bucket__lte=end
-    ).annotate(bucket_text=Cast("bucket", TextField()), sketch_text=Cast("sketch", TextField()))
-    rows: list[Row] = []
-    if sketch_kinds:
-        with_sketch = base.filter(kind__in=sorted(sketch_kinds))
-        for bucket, *values, sketch in with_sketch.values_list(
-            "bucket_text", *_FIELDS, "sketch_text"
-        ):
-            rows.append(Row(_bucket(bucket), *values, Sketch.from_json(orjson.loads(sketch))))
-    if every_kind:
-        plain = base.exclude(kind__in=sorted(sketch_kinds)) if sketch_kinds else base
-    elif kinds - sketch_kinds:
-        plain = base.filter(kind__in=sorted(kinds - sketch_kinds))
-    else:
-        return rows
-    for bucket, *values in plain.values_list("bucket_text", *_FIELDS):
-        rows.append(Row(_bucket(bucket), *values, {}))
+    kinds, sketch_kinds, every_kind = _split_kinds(queries)
+    base = _rollups(project_id, grain, start, end)
+    rows: list[Row] = list(_with_sketch(base, sketch_kinds)) if sketch_kinds else []
+    plain = _plain(base, kinds, sketch_kinds, every_kind)
+    if plain is not None:
+        for bucket, *values in plain.values_list("bucket_text", *_FIELDS):
+            rows.append(Row(_bucket(bucket), *values, {}))
+    return rows
+
+
+def read_window(
+    project_id: int,
+    queries: Iterable[Query],
+    start: datetime,
+    end: datetime,
+    grain: Grain = Grain.MINUTE,
+) -> list[Row]:
+    """`collapse(read_rows(...), start)`, with the database adding up the rows it can.
+
+    Counts and tokens are summed by a GROUP BY, so a day of hour rows comes back as one row per
+    key; only rows with sketches, which SQL cannot merge, travel one per bucket.
+    """
+    kinds, sketch_kinds, every_kind = _split_kinds(queries)
+    base = _rollups(project_id, grain, start, end)
+    rows = collapse(_with_sketch(base, sketch_kinds), start) if sketch_kinds else []
+    plain = _plain(base, kinds, sketch_kinds, every_kind)
+    if plain is not None:
+        sums = (
+            plain.values_list("kind", "agent", "model", "key")
+            .order_by()
+            .annotate(Sum("count"), Sum("tokens_in"), Sum("tokens_out"))
+        )
+        rows += [Row(start, *values, {}) for values in sums]
     return rows
