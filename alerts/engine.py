@@ -391,23 +391,7 @@ def _write(
 # The tick's writes skip the ORM: on a first tick after many rules are created, building and
 # bulk-creating model instances for thousands of states and events took most of it (COPY
 # writes 10,000 states in a quarter of bulk_create's time on PostgreSQL).
-_EVENT_COLUMNS = (
-    "rule_id",
-    "project_id",
-    "group",
-    "from_state",
-    "to_state",
-    "severity",
-    "reason",
-    "value",
-    "count",
-    "threshold",
-    "comparator",
-    "window_minutes",
-    "notify",
-    "silenced",
-    "at",
-)
+_EVENT_COLUMNS = ("rule_id", "project_id", *AlertEvent.FACTS)
 _NOTIFY = _EVENT_COLUMNS.index("notify")
 _INSERT_BATCH = 500
 

@@ -92,6 +92,24 @@ class Channel(models.Model):
 
 
 class Rule(models.Model):
+    # What a rule evaluates: the metric, its filters and grouping, and the condition. The API
+    # serializer and the rule form both list these, with their own extras around them.
+    CONDITION_FIELDS = (
+        "metric",
+        "agent",
+        "model",
+        "classifier",
+        "kind",
+        "match",
+        "group_by",
+        "comparator",
+        "threshold",
+        "warning_threshold",
+        "window_minutes",
+    )
+    # How it fires and notifies.
+    FIRING_FIELDS = ("min_records", "for_minutes", "no_data", "renotify_minutes")
+
     class Comparator(models.TextChoices):
         GT = "gt", "above (>)"
         GTE = "gte", "at or above (≥)"
@@ -308,6 +326,23 @@ class AlertState(models.Model):
 
 class AlertEvent(models.Model):
     """A state change of one group (or a reminder of one), with the value seen."""
+
+    # What an event says, in the order the engine writes it and the API shows it.
+    FACTS = (
+        "group",
+        "from_state",
+        "to_state",
+        "severity",
+        "reason",
+        "value",
+        "count",
+        "threshold",
+        "comparator",
+        "window_minutes",
+        "notify",
+        "silenced",
+        "at",
+    )
 
     class Reason(models.TextChoices):
         TRANSITION = ev.TRANSITION

@@ -13,7 +13,6 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import serializers, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import SAFE_METHODS
-from rest_framework.response import Response
 
 from alerts.evaluate import STATES
 from alerts.models import (
@@ -27,25 +26,12 @@ from alerts.models import (
 )
 from api.access import CanRead, project_for_request, projects_for_user
 from api.metrics import ReadView
-from api.pagination import Keyset, next_url, paginate
+from api.pagination import Keyset, bad_request, page_response
 from records.filters import FilterError
 from records.models import ApiKey
 
 RULE_KEYSET = Keyset((("id", int),))
 EVENT_KEYSET = Keyset((("id", int),), descending=True)
-_RULE_FIELDS = (
-    "metric",
-    "agent",
-    "model",
-    "classifier",
-    "kind",
-    "match",
-    "group_by",
-    "comparator",
-    "threshold",
-    "warning_threshold",
-    "window_minutes",
-)
 
 
 class CanManageAlerts(CanRead):
@@ -64,17 +50,6 @@ def accessible_projects(request):
     if isinstance(request.auth, ApiKey):
         return [request.auth.project_id]
     return projects_for_user(request.user).values("id")
-
-
-def _bad_request(exc: FilterError) -> ValidationError:
-    return ValidationError({exc.param: [exc.message]})
-
-
-def _page(request, queryset, keyset: Keyset):
-    try:
-        return paginate(queryset, keyset, request.query_params)
-    except FilterError as exc:
-        raise _bad_request(exc) from None
 
 
 class AlertStateSerializer(serializers.ModelSerializer):
@@ -106,12 +81,9 @@ class AlertRuleSerializer(serializers.ModelSerializer):
             "id",
             "project",
             "name",
-            *_RULE_FIELDS,
-            "min_records",
-            "for_minutes",
-            "no_data",
+            *Rule.CONDITION_FIELDS,
+            *Rule.FIRING_FIELDS,
             "channels",
-            "renotify_minutes",
             "paused",
             "silenced_until",
             "silenced",
@@ -147,7 +119,7 @@ class AlertRuleSerializer(serializers.ModelSerializer):
                 return attrs[name]
             return getattr(self.instance, name) if self.instance else None
 
-        values = {name: current(name) for name in _RULE_FIELDS}
+        values = {name: current(name) for name in Rule.CONDITION_FIELDS}
         values = {k: v for k, v in values.items() if v is not None or k == "warning_threshold"}
         errors = rule_errors(**values)
         if errors:
@@ -199,9 +171,13 @@ class AlertRuleViewSet(viewsets.ModelViewSet):
         },
     )
     def list(self, request, *args, **kwargs):
-        page = _page(request, self.get_queryset(), RULE_KEYSET)
-        data = self.get_serializer(page.results, many=True).data
-        return Response({"results": data, "next": next_url(request, page.next_cursor)})
+        return page_response(
+            request,
+            self.get_queryset(),
+            RULE_KEYSET,
+            self.get_serializer_class(),
+            context=self.get_serializer_context(),
+        )
 
 
 class NotificationSerializer(serializers.ModelSerializer):
@@ -225,19 +201,7 @@ class AlertEventSerializer(serializers.ModelSerializer):
             "id",
             "rule",
             "rule_name",
-            "group",
-            "from_state",
-            "to_state",
-            "severity",
-            "reason",
-            "value",
-            "count",
-            "threshold",
-            "comparator",
-            "window_minutes",
-            "notify",
-            "silenced",
-            "at",
+            *AlertEvent.FACTS,
             "notifications",
         ]
 
@@ -273,11 +237,5 @@ class AlertEventListView(ReadView):
         try:
             events = filter_events(events, request.query_params)
         except FilterError as exc:
-            raise _bad_request(exc) from None
-        page = _page(request, events, EVENT_KEYSET)
-        return Response(
-            {
-                "results": AlertEventSerializer(page.results, many=True).data,
-                "next": next_url(request, page.next_cursor),
-            }
-        )
+            raise bad_request(exc) from None
+        return page_response(request, events, EVENT_KEYSET, AlertEventSerializer)

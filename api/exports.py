@@ -23,14 +23,13 @@ from rest_framework.response import Response
 
 from api.access import project_for_request, projects_for_user
 from api.metrics import ReadView
-from api.pagination import Keyset, next_url, paginate
+from api.pagination import Keyset, bad_request, page_response
 from api.read import (
     BAD_REQUEST,
     FILTER_PARAMETERS,
     PAGE_PARAMETERS,
     PROJECT_PARAMETER,
     VOCABULARY_PARAMETERS,
-    bad_request,
     page_schema,
     request_filters,
 )
@@ -148,18 +147,9 @@ class ExportJobListView(ReadView):
     )
     def get(self, request):
         project = project_for_request(request)
-        try:
-            page = paginate(
-                ExportJob.objects.filter(project=project), JOB_KEYSET, request.query_params
-            )
-        except FilterError as exc:
-            raise bad_request(exc) from None
-        context = {"request": request}
-        return Response(
-            {
-                "results": ExportJobSerializer(page.results, many=True, context=context).data,
-                "next": next_url(request, page.next_cursor),
-            }
+        jobs = ExportJob.objects.filter(project=project)
+        return page_response(
+            request, jobs, JOB_KEYSET, ExportJobSerializer, context={"request": request}
         )
 
     @extend_schema(

@@ -18,7 +18,9 @@ from typing import Any
 
 import orjson
 from django.db.models import Q, QuerySet
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
 from records.filters import FilterError
@@ -117,3 +119,25 @@ def next_url(request: Request, cursor: str | None) -> str | None:
     if cursor is None:
         return None
     return replace_query_param(request.build_absolute_uri(), "cursor", cursor)
+
+
+def bad_request(exc: FilterError) -> ValidationError:
+    """The 400 for a malformed parameter: {"<param>": ["message"]}."""
+    return ValidationError({exc.param: [exc.message]})
+
+
+def page_response(
+    request: Request, queryset: QuerySet, keyset: Keyset, serializer: type, **kwargs: Any
+) -> Response:
+    """One page of `queryset` as `{"results": [...], "next": url-or-null}`, each row through
+    `serializer` (given `kwargs`); a bad limit or cursor is a 400 naming it."""
+    try:
+        page = paginate(queryset, keyset, request.query_params)
+    except FilterError as exc:
+        raise bad_request(exc) from None
+    return Response(
+        {
+            "results": serializer(page.results, many=True, **kwargs).data,
+            "next": next_url(request, page.next_cursor),
+        }
+    )

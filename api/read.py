@@ -15,7 +15,7 @@ from datetime import datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -23,7 +23,7 @@ from api.access import project_for_request
 from api.ingest import IngestView
 from api.metrics import ReadView
 from api.openapi import INGEST_DESCRIPTION, INGEST_REQUEST, INGEST_RESPONSES
-from api.pagination import MAX_LIMIT, Keyset, next_url, paginate
+from api.pagination import MAX_LIMIT, Keyset, bad_request, page_response
 from api.serializers import RecordSerializer, RunDetailSerializer, RunSerializer
 from records.filters import (
     HAS_FLAGS,
@@ -41,21 +41,9 @@ RUN_KEYSET = Keyset((("id", int),), descending=True)
 MAX_SUB_RUNS = 1000
 
 
-def bad_request(exc: FilterError) -> ValidationError:
-    """The 400 for a malformed parameter: {"<param>": ["message"]}."""
-    return ValidationError({exc.param: [exc.message]})
-
-
 def request_filters(request: Request) -> Filters:
     try:
         return parse_filters(request.query_params)
-    except FilterError as exc:
-        raise bad_request(exc) from None
-
-
-def _page(request: Request, queryset, keyset: Keyset):
-    try:
-        return paginate(queryset, keyset, request.query_params)
     except FilterError as exc:
         raise bad_request(exc) from None
 
@@ -119,13 +107,7 @@ class RunListView(ReadView):
         project = project_for_request(request)
         filters = request_filters(request)
         queryset = filter_runs(Run.objects.filter(project=project), filters)
-        page = _page(request, queryset, RUN_KEYSET)
-        return Response(
-            {
-                "results": RunSerializer(page.results, many=True).data,
-                "next": next_url(request, page.next_cursor),
-            }
-        )
+        return page_response(request, queryset, RUN_KEYSET, RunSerializer)
 
 
 class RunDetailView(ReadView):
@@ -203,10 +185,4 @@ class RecordsView(IngestView):
         project = project_for_request(request)
         filters = request_filters(request)
         queryset = filter_records(Record.objects.filter(project=project), filters)
-        page = _page(request, queryset, RECORD_KEYSET)
-        return Response(
-            {
-                "results": RecordSerializer(page.results, many=True).data,
-                "next": next_url(request, page.next_cursor),
-            }
-        )
+        return page_response(request, queryset, RECORD_KEYSET, RecordSerializer)

@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from workers.processes import free_port, running, web_command
+
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 ADMIN_URL = os.environ.get(
     "BENCH_ADMIN_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def setup_django(name: str, redis_url: str | None = None) -> str:
@@ -50,46 +42,14 @@ def setup_django(name: str, redis_url: str | None = None) -> str:
 
 
 @contextmanager
-def process(cmd: list[str], log: Path | None = None):
-    out = open(log, "w") if log else subprocess.DEVNULL
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        env=dict(os.environ),
-        start_new_session=True,
-        stdout=out,
-        stderr=subprocess.STDOUT if log else None,
-    )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-        if log:
-            out.close()
-
-
-@contextmanager
-def gunicorn(workers: int = 2, log: Path | None = None):
-    """The web app under gunicorn on a free port; yields the port once it accepts connections."""
+def gunicorn(workers: int = 2, log: Path | None = None, timeout: int = 300):
+    """The web app under gunicorn on a free port; yields (port, the master process) once it
+    accepts connections."""
     port = free_port()
-    cmd = [
-        str(BIN / "gunicorn"),
-        "config.wsgi",
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--workers",
-        str(workers),
-        "--log-level",
-        "warning",
-        "--timeout",
-        "300",
-    ]
-    with process(cmd, log) as proc:
+    cmd = web_command(
+        f"127.0.0.1:{port}", workers, "--log-level", "warning", "--timeout", str(timeout)
+    )
+    with running(cmd, env=dict(os.environ), log=log, timeout=30) as proc:
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -99,7 +59,7 @@ def gunicorn(workers: int = 2, log: Path | None = None):
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise RuntimeError("gunicorn did not start") from None
                 time.sleep(0.2)
-        yield port
+        yield port, proc
 
 
 def store_rows(project_id: int, received_at: datetime, normalised) -> list[tuple]:

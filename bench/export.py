@@ -23,9 +23,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,14 +33,10 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import gunicorn  # noqa: E402
+
 BENCH_DB = "decisionboard_bench_export"
 READ_SIZE = 1 << 20
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _with_database(url: str, name: str) -> str:
@@ -202,35 +195,8 @@ def run(args: argparse.Namespace) -> None:
     # Warm the cache the same way for both sides: one COPY that is not counted.
     copy_ceiling(project_id)
 
-    port = _free_port()
-    server = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "gunicorn"),
-            "config.wsgi",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            "1",
-            "--log-level",
-            "warning",
-            "--timeout",
-            "900",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ),
-        start_new_session=True,
-    )
     results: dict[str, tuple[int, int, float]] = {}
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("gunicorn did not start") from None
-                time.sleep(0.2)
+    with gunicorn(1, timeout=900) as (port, server):
         worker = _worker_pid(server.pid)
         # The first request loads the URLconf and the views; keep that out of the timing.
         warm = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -248,9 +214,6 @@ def run(args: argparse.Namespace) -> None:
             if rows != args.records:
                 raise SystemExit(f"the {fmt} export had {rows:,} rows, not {args.records:,}")
         web_peak = peak_rss_mb(worker)
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
 
     rows, size, seconds = copy_ceiling(project_id)
     if rows != args.records:

@@ -75,7 +75,7 @@ def main() -> None:
         flush=True,
     )
 
-    with gunicorn(args.web_workers) as port:
+    with gunicorn(args.web_workers) as (port, _):
         # Round-robin, so that every client posts a similar mix of batches.
         shares = [(port, key, bodies[i :: args.clients]) for i in range(args.clients)]
         with multiprocessing.get_context("fork").Pool(args.clients) as pool:

@@ -34,7 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import BIN, copy_ceiling, gunicorn, process, setup_django, store_rows  # noqa: E402
+from bench.common import copy_ceiling, gunicorn, setup_django, store_rows  # noqa: E402
+from workers.processes import running, worker_command  # noqa: E402
 
 BATCH = 500
 
@@ -74,20 +75,11 @@ def measure_lag(args, project, ingest_key: str, read_key: str) -> list[float]:
         orjson.dumps({"records": records[i : i + BATCH]}) for i in range(0, len(records), BATCH)
     ]
     log_dir = Path(os.environ["DECISIONBOARD_VAR_DIR"])
-    worker = [
-        str(BIN / "celery"),
-        "-A",
-        "config",
-        "worker",
-        "--beat",
-        "--concurrency",
-        "1",
-        "--loglevel",
-        "WARNING",
-        "--schedule",
-        str(log_dir / "beat-schedule"),
-    ]
-    with gunicorn(2, log_dir / "web.log") as port, process(worker, log_dir / "worker.log"):
+    worker = worker_command(log_dir / "beat-schedule", concurrency=1, loglevel="WARNING")
+    with (
+        gunicorn(2, log_dir / "web.log") as (port, _),
+        running(worker, env=dict(os.environ), log=log_dir / "worker.log", timeout=30),
+    ):
         time.sleep(3)  # let the worker connect
         receiver, sender = multiprocessing.Pipe(duplex=False)
         poller = multiprocessing.get_context("fork").Process(

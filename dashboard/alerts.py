@@ -74,21 +74,8 @@ class RuleForm(forms.ModelForm):
         model = Rule
         fields = [
             "name",
-            "metric",
-            "agent",
-            "model",
-            "classifier",
-            "kind",
-            "match",
-            "group_by",
-            "comparator",
-            "threshold",
-            "warning_threshold",
-            "window_minutes",
-            "min_records",
-            "for_minutes",
-            "no_data",
-            "renotify_minutes",
+            *Rule.CONDITION_FIELDS,
+            *Rule.FIRING_FIELDS,
             "channels",
         ]
         widgets = {"channels": forms.CheckboxSelectMultiple}

@@ -27,8 +27,8 @@ from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
 from records import streaks
-from records.metrics import INTERVALS, METRICS, Quantile, Row, fold_metric
-from records.models import Grain, Rollup, Run, Streak, StreakSegment
+from records.metrics import INTERVALS, METRICS, Quantile, Row, fold_metric, rollup_queryset
+from records.models import Grain, Run, Streak, StreakSegment
 from records.rollup import truncate
 from records.sketch import Sketch
 
@@ -177,18 +177,9 @@ def _bucket_parser() -> Callable[[str], datetime]:
 
 
 def _rollups(project_id, interval, start, end, kinds, agents) -> QuerySet:
-    rows = Rollup.objects.filter(
-        project_id=project_id,
-        grain=Grain(interval),
-        bucket__gte=truncate(start, interval),
-        bucket__lt=end,
+    return rollup_queryset(project_id, interval, start, end, kinds, agents).annotate(
+        bucket_text=Cast("bucket", TextField())
     )
-    kinds = tuple(kinds)
-    if kinds:
-        rows = rows.filter(kind__in=kinds)
-    if agents:
-        rows = rows.filter(agent__in=agents)
-    return rows.annotate(bucket_text=Cast("bucket", TextField()))
 
 
 def count_rows(

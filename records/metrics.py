@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import QuerySet
+
 from records.models import Grain, Rollup
 from records.rollup import truncate
 from records.schema import SkipReason
@@ -318,6 +320,21 @@ def read_rows(
     A page that draws several metrics over the same range reads the rows once and folds each
     metric from them (`fold_metric`); `query_metric` is the two together.
     """
+    rows = rollup_queryset(project_id, interval, start, end, kinds, agents)
+    for values in rows.values_list(*_ROW_FIELDS).iterator(chunk_size=5000):
+        yield Row(*values)
+
+
+def rollup_queryset(
+    project_id: int,
+    interval: str,
+    start: datetime,
+    end: datetime,
+    kinds: Iterable[str] = (),
+    agents: list[str] | None = None,
+) -> QuerySet:
+    """The Rollup rows of grain `interval` whose bucket overlaps [start, end), of `kinds` and
+    `agents` when given: what read_rows and the pages (dashboard.rollups) select from."""
     rows = Rollup.objects.filter(
         project_id=project_id,
         grain=Grain(interval),
@@ -329,8 +346,7 @@ def read_rows(
         rows = rows.filter(kind__in=kinds)
     if agents:
         rows = rows.filter(agent__in=agents)
-    for values in rows.values_list(*_ROW_FIELDS).iterator(chunk_size=5000):
-        yield Row(*values)
+    return rows
 
 
 def fold_metric(

@@ -5,22 +5,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import requests
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from workers import processes
 
 
 def _wait_for(predicate, timeout: float, what: str):
@@ -34,12 +24,12 @@ def _wait_for(predicate, timeout: float, what: str):
 
 
 def test_it_starts_the_product_on_embedded_defaults(tmp_path):
-    port = _free_port()
+    port = processes.free_port()
     # Embedded defaults, as on a fresh machine: no DATABASE_URL, no REDIS_URL.
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env["DECISIONBOARD_VAR_DIR"] = str(tmp_path)
     log = open(tmp_path / "serve.log", "w+")
-    proc = subprocess.Popen(
+    proc = processes.spawn(
         [
             sys.executable,
             "manage.py",
@@ -53,11 +43,8 @@ def test_it_starts_the_product_on_embedded_defaults(tmp_path):
             "--web-workers",
             "1",
         ],
-        cwd=ROOT,
         env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+        log=log,
     )
     try:
         banner = _wait_for(
@@ -114,10 +101,6 @@ def test_it_starts_the_product_on_embedded_defaults(tmp_path):
             lambda: "worker last seen" in session.get(f"{base}/").text, 60, "the worker heartbeat"
         )
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        processes.stop([proc], timeout=30)
         log.close()
     assert proc.returncode == 0, (tmp_path / "serve.log").read_text()[-3000:]

@@ -11,8 +11,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,16 +22,9 @@ from django.db import connection
 from records.models import ApiKey, Project
 from tests.conftest import need_service
 from tests.factories import record
+from workers import processes
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 RANGE = {"from": "2026-11-20T00:00:00Z", "to": "2026-11-21T00:00:00Z", "interval": "day"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _database_url() -> str:
@@ -57,26 +48,8 @@ def _wait(predicate, timeout: float, what: str):
 
 
 @contextmanager
-def running(cmd: list[str], env: dict, log: Path):
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        try:
-            yield proc
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-
-
-@contextmanager
 def redis_server(port: int, log: Path):
-    with running(
+    with processes.running(
         [
             shutil.which("redis-server"),
             "--port",
@@ -88,8 +61,8 @@ def redis_server(port: int, log: Path):
             "--appendonly",
             "no",
         ],
-        dict(os.environ),
-        log,
+        env=dict(os.environ),
+        log=log,
     ) as proc:
         _wait(lambda: _ping(port), 10, "redis-server")
         yield proc
@@ -107,28 +80,19 @@ def _ping(port: int) -> bool:
 @contextmanager
 def product(tmp_path: Path, redis_url: str):
     """gunicorn + `celery worker --beat` on `redis_url` and the test database."""
-    port = _free_port()
+    port = processes.free_port()
     env = dict(
         os.environ,
         DATABASE_URL=_database_url(),
         REDIS_URL=redis_url,
         DECISIONBOARD_VAR_DIR=str(tmp_path),
     )
-    web = [str(BIN / "gunicorn"), "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1"]
-    worker = [
-        str(BIN / "celery"),
-        "-A",
-        "config",
-        "worker",
-        "--beat",
-        "--concurrency",
-        "1",
-        "--loglevel",
-        "INFO",
-        "--schedule",
-        str(tmp_path / "beat-schedule"),
-    ]
-    with running(web, env, tmp_path / "web.log"), running(worker, env, tmp_path / "worker.log"):
+    web = processes.web_command(f"127.0.0.1:{port}", 1)
+    worker = processes.worker_command(tmp_path / "beat-schedule", concurrency=1)
+    with (
+        processes.running(web, env=env, log=tmp_path / "web.log"),
+        processes.running(worker, env=env, log=tmp_path / "worker.log"),
+    ):
         base = f"http://127.0.0.1:{port}"
         _wait(lambda: requests.get(f"{base}/accounts/login/", timeout=10).ok, 30, "gunicorn")
         yield base
@@ -178,7 +142,7 @@ def test_a_real_worker_on_redis_serves_the_metrics_api(tmp_path, keys):
 def test_ingest_survives_a_redis_outage_and_the_worker_catches_up(tmp_path, keys):
     need_service(shutil.which("redis-server") is not None, "redis-server")
     ingest_key, read_key = keys
-    redis_port = _free_port()
+    redis_port = processes.free_port()
     redis_url = f"redis://127.0.0.1:{redis_port}/0"
     with (
         redis_server(redis_port, tmp_path / "redis-1.log") as redis_proc,

@@ -10,7 +10,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from records.models import ApiKey, Project, Record
+from workers import processes
 
 
 class Command(BaseCommand):
@@ -98,35 +98,11 @@ class Command(BaseCommand):
         return raw
 
     def _start_children(self, host: str, port: int, web_workers: int) -> list[subprocess.Popen]:
-        bin_dir = Path(sys.executable).parent
-        web = [
-            str(bin_dir / "gunicorn"),
-            "config.wsgi",
-            "--bind",
-            f"{host}:{port}",
-            "--workers",
-            str(web_workers),
-            "--access-logfile",
-            "-",
-            "--graceful-timeout",
-            "5",
-        ]
-        worker = [
-            str(bin_dir / "celery"),
-            "-A",
-            "config",
-            "worker",
-            "--beat",
-            "--loglevel",
-            "INFO",
-            "--concurrency",
-            "2",
-            "--schedule",
-            settings.CELERY_BEAT_SCHEDULE_FILENAME,
-        ]
-        cwd = settings.BASE_DIR
-        # Each child leads its own process group so that stopping takes its workers with it.
-        return [subprocess.Popen(cmd, cwd=cwd, start_new_session=True) for cmd in (web, worker)]
+        web = processes.web_command(
+            f"{host}:{port}", web_workers, "--access-logfile", "-", "--graceful-timeout", "5"
+        )
+        worker = processes.worker_command(settings.CELERY_BEAT_SCHEDULE_FILENAME, concurrency=2)
+        return [processes.spawn(cmd) for cmd in (web, worker)]
 
     def _supervise(self, children: list[subprocess.Popen]) -> None:
         stopping = False
@@ -147,14 +123,6 @@ class Command(BaseCommand):
                     break
                 time.sleep(0.5)
         finally:
-            for child in children:
-                if child.poll() is None:
-                    os.killpg(child.pid, signal.SIGTERM)
-            deadline = time.monotonic() + 15
-            for child in children:
-                try:
-                    child.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    os.killpg(child.pid, signal.SIGKILL)
+            processes.stop(children)
         if not stopping:
             raise SystemExit(1)

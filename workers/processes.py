@@ -1,0 +1,90 @@
+"""The product's processes — gunicorn and a Celery worker with beat — as child processes.
+
+Used by `manage.py serve` (the README's start command), the end-to-end tests and the
+benchmarks, so that all three run the same commands. Each child leads its own process group,
+so that stopping it takes its own workers (gunicorn's, Celery's pool) with it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def web_command(bind: str, workers: int, *extra: str) -> list[str]:
+    """gunicorn serving config.wsgi on `bind` (host:port) with `workers` sync workers."""
+    return [str(BIN / "gunicorn"), "config.wsgi", "--bind", bind, "--workers", str(workers), *extra]
+
+
+def worker_command(schedule: str | Path, concurrency: int, loglevel: str = "INFO") -> list[str]:
+    """A Celery worker with the beat scheduler embedded, its schedule kept in `schedule`."""
+    return [
+        str(BIN / "celery"),
+        "-A",
+        "config",
+        "worker",
+        "--beat",
+        "--concurrency",
+        str(concurrency),
+        "--loglevel",
+        loglevel,
+        "--schedule",
+        str(schedule),
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn(cmd: list[str], *, env: dict | None = None, log=None) -> subprocess.Popen:
+    """Start `cmd` in its own process group from the project's directory; output to `log` (an
+    open file), else inherited."""
+    return subprocess.Popen(
+        cmd,
+        cwd=BASE_DIR,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT if log is not None else None,
+        start_new_session=True,
+    )
+
+
+def stop(children: Iterable[subprocess.Popen], timeout: float = 15.0) -> None:
+    """SIGTERM each child's process group, wait up to `timeout` in all, then SIGKILL."""
+    children = list(children)
+    for child in children:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for child in children:
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+
+
+@contextmanager
+def running(
+    cmd: list[str], *, env: dict | None = None, log: Path | None = None, timeout: float = 20.0
+) -> Iterator[subprocess.Popen]:
+    """`cmd` running for the duration of the block (output to the file `log`), then stopped."""
+    with open(log, "w") if log is not None else nullcontext() as out:
+        proc = spawn(cmd, env=env, log=out)
+        try:
+            yield proc
+        finally:
+            stop([proc], timeout)
