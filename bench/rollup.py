@@ -2,11 +2,11 @@
 
     .venv/bin/python bench/rollup.py [--rate 5000] [--seconds 60] [--backlog 500000]
 
-Part 1, lag: gunicorn and a Celery worker with beat on Redis (REDIS_URL, default the local one),
-on a scratch PostgreSQL database. One client posts batches of 500 at `rate` records/s for
-`seconds`; a second process polls GET /api/v1/metrics/records every 100 ms. A batch's lag is the
-time from its 200 (committed) to the first poll whose total covers every record acknowledged
-by then. The records are a live
+Part 1, lag: gunicorn and the product's Celery workers with beat (workers.processes.
+worker_commands) on Redis (REDIS_URL, default the local one), on a scratch PostgreSQL database.
+One client posts batches of 500 at `rate` records/s for `seconds`; a second process polls
+GET /api/v1/metrics/records every 100 ms. A batch's lag is the time from its 200 (committed) to
+the first poll whose total covers every record acknowledged by then. The records are a live
 stream: timestamps over the run, posted in ts order.
 
 Part 2, catch-up: with no worker running, `backlog` records of the past hour are stored
@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import copy_ceiling, gunicorn, setup_django, store_rows  # noqa: E402
-from workers.processes import running, worker_command  # noqa: E402
+from workers.processes import running, worker_commands  # noqa: E402
 
 BATCH = 500
 
@@ -75,10 +75,13 @@ def measure_lag(args, project, ingest_key: str, read_key: str) -> list[float]:
         orjson.dumps({"records": records[i : i + BATCH]}) for i in range(0, len(records), BATCH)
     ]
     log_dir = Path(os.environ["DECISIONBOARD_VAR_DIR"])
-    worker = worker_command(log_dir / "beat-schedule", concurrency=1, loglevel="WARNING")
+    # The product's workers (workers.processes.worker_commands); the catch-up runs on the first.
+    default, jobs = worker_commands(log_dir / "beat-schedule", loglevel="WARNING")
+    env = dict(os.environ)
     with (
         gunicorn(2, log_dir / "web.log") as (port, _),
-        running(worker, env=dict(os.environ), log=log_dir / "worker.log", timeout=30),
+        running(default, env=env, log=log_dir / "worker.log", timeout=30),
+        running(jobs, env=env, log=log_dir / "jobs-worker.log", timeout=30),
     ):
         time.sleep(3)  # let the worker connect
         receiver, sender = multiprocessing.Pipe(duplex=False)

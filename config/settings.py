@@ -14,6 +14,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_int, env_rate, env_size, env_str
+from workers.queues import ROUTES, Queue
 from workers.schedule import BEAT_SCHEDULE
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -250,7 +251,8 @@ else:
     for _folder in ("queue", "processed", "control"):
         (CELERY_BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_IGNORE_RESULT = True
-CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_DEFAULT_QUEUE = Queue.DEFAULT.value
+CELERY_TASK_ROUTES = ROUTES
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_RESULT_BACKEND = None
 CELERY_TIMEZONE = "UTC"

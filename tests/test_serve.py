@@ -100,6 +100,22 @@ def test_it_starts_the_product_on_embedded_defaults(tmp_path):
         _wait_for(
             lambda: "worker last seen" in session.get(f"{base}/").text, 60, "the worker heartbeat"
         )
+
+        # The second worker (notifications and exports) runs an export job on the same broker.
+        auth = {"Authorization": f"Bearer {api_key}"}
+        created = requests.post(
+            f"{base}/api/v1/exports", json={"format": "csv", "run_id": "smoke-run"},
+            headers=auth, timeout=10,
+        )  # fmt: skip
+        assert created.status_code == 201, created.text
+        job_url = f"{base}/api/v1/exports/{created.json()['id']}"
+
+        def finished():
+            job = requests.get(job_url, headers=auth, timeout=10).json()
+            return job if job["status"] in ("done", "failed") else None
+
+        job = _wait_for(finished, 60, "the export job")
+        assert job["status"] == "done" and job["rows"] == 1, job
     finally:
         processes.stop([proc], timeout=30)
         log.close()

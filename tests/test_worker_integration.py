@@ -8,6 +8,7 @@ the metrics API.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -88,10 +89,11 @@ def product(tmp_path: Path, redis_url: str):
         DECISIONBOARD_VAR_DIR=str(tmp_path),
     )
     web = processes.web_command(f"127.0.0.1:{port}", 1)
-    worker = processes.worker_command(tmp_path / "beat-schedule", concurrency=1)
+    default, jobs = processes.worker_commands(tmp_path / "beat-schedule")
     with (
         processes.running(web, env=env, log=tmp_path / "web.log"),
-        processes.running(worker, env=env, log=tmp_path / "worker.log"),
+        processes.running(default, env=env, log=tmp_path / "worker.log"),
+        processes.running(jobs, env=env, log=tmp_path / "jobs-worker.log"),
     ):
         base = f"http://127.0.0.1:{port}"
         _wait(lambda: requests.get(f"{base}/accounts/login/", timeout=10).ok, 30, "gunicorn")
@@ -125,7 +127,7 @@ def metric_total(base: str, key: str, name: str) -> float:
     return sum(t["value"] for t in body["totals"])
 
 
-def test_a_real_worker_on_redis_serves_the_metrics_api(tmp_path, keys):
+def test_real_workers_on_redis_serve_the_metrics_api_and_run_an_export_job(tmp_path, keys):
     redis_url = os.environ.get("REDIS_URL")
     need_service(bool(redis_url), "Redis (set REDIS_URL)")
     ingest_key, read_key = keys
@@ -137,6 +139,33 @@ def test_a_real_worker_on_redis_serves_the_metrics_api(tmp_path, keys):
         assert metric_total(base, read_key, "swap_rate") == 1.0
         p50 = metric_total(base, read_key, "classifier_latency_p50")
         assert p50 == pytest.approx(124.0, rel=0.01)  # lower median of 100..149
+
+        auth = {"Authorization": f"Bearer {read_key}"}
+        created = requests.post(
+            f"{base}/api/v1/exports", json={"format": "jsonl", "kind": "model_selection"},
+            headers=auth, timeout=30,
+        )  # fmt: skip
+        assert created.status_code == 201, created.text
+        job_url = f"{base}/api/v1/exports/{created.json()['id']}"
+
+        def finished():
+            job = requests.get(job_url, headers=auth, timeout=30).json()
+            return job if job["status"] in ("done", "failed") else None
+
+        job = _wait(finished, 60, "the export job")
+        assert job["status"] == "done", job
+        download = requests.get(job["download_url"], headers=auth, timeout=30)
+        assert download.status_code == 200
+        assert len(download.content.splitlines()) == job["rows"] == 10
+
+    # The job ran on the jobs worker (workers.queues routes exports there), not beside the
+    # catch-up passes.
+    def ran(task: str, log: str) -> bool:
+        received = rf"Task workers\.tasks\.{task}\[[0-9a-f-]+\] received"
+        return re.search(received, (tmp_path / log).read_text()) is not None
+
+    assert ran("export_task", "jobs-worker.log") and not ran("export_task", "worker.log")
+    assert ran("catch_up_task", "worker.log") and not ran("catch_up_task", "jobs-worker.log")
 
 
 def test_ingest_survives_a_redis_outage_and_the_worker_catches_up(tmp_path, keys):

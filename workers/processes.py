@@ -1,4 +1,4 @@
-"""The product's processes — gunicorn and a Celery worker with beat — as child processes.
+"""The product's processes — gunicorn and the Celery workers with beat — as child processes.
 
 Used by `manage.py serve` (the README's start command), the end-to-end tests and the
 benchmarks, so that all three run the same commands. Each child leads its own process group,
@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
+from workers.queues import Queue
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
@@ -26,20 +28,44 @@ def web_command(bind: str, workers: int, *extra: str) -> list[str]:
     return [str(BIN / "gunicorn"), "config.wsgi", "--bind", bind, "--workers", str(workers), *extra]
 
 
-def worker_command(schedule: str | Path, concurrency: int, loglevel: str = "INFO") -> list[str]:
-    """A Celery worker with the beat scheduler embedded, its schedule kept in `schedule`."""
-    return [
+def worker_command(
+    queues: Iterable[str],
+    concurrency: int,
+    *,
+    name: str,
+    beat_schedule: str | Path | None = None,
+    loglevel: str = "INFO",
+) -> list[str]:
+    """A Celery worker named `name`@host consuming `queues`; with the beat scheduler embedded
+    when `beat_schedule` (the file beat keeps its state in) is given."""
+    cmd = [
         str(BIN / "celery"),
         "-A",
         "config",
         "worker",
-        "--beat",
+        "--queues",
+        ",".join(queues),
+        "--hostname",
+        f"{name}@%h",
         "--concurrency",
         str(concurrency),
         "--loglevel",
         loglevel,
-        "--schedule",
-        str(schedule),
+    ]
+    if beat_schedule is not None:
+        cmd += ["--beat", "--schedule", str(beat_schedule)]
+    return cmd
+
+
+def worker_commands(beat_schedule: str | Path, loglevel: str = "INFO") -> list[list[str]]:
+    """The workers of the whole product (workers.queues): one with beat on `default`, where the
+    catch-up passes run, and one for notifications and exports, so that a slow webhook or a
+    long export never delays the rollups."""
+    return [
+        worker_command(
+            [Queue.DEFAULT], 2, name="default", beat_schedule=beat_schedule, loglevel=loglevel
+        ),
+        worker_command([Queue.NOTIFICATIONS, Queue.EXPORTS], 2, name="jobs", loglevel=loglevel),
     ]
 
 

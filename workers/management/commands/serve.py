@@ -1,7 +1,8 @@
-"""Start the whole product: migrate, demo data, an operator login, web, Celery worker and beat.
+"""Start the whole product: migrate, demo data, an operator login, web, Celery workers and beat.
 
 `bin/start` runs this after installing. It is for a laptop or a demo box; production runs
-gunicorn and `celery -A config worker` / `celery -A config beat` under its own supervisor.
+gunicorn, `celery -A config beat` and a `celery -A config worker --queues …` per queue of
+workers.queues under its own supervisor.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from workers import processes
 
 
 class Command(BaseCommand):
-    help = "Run web (gunicorn), a Celery worker with beat, and load demo data on first start."
+    help = "Run web (gunicorn), the Celery workers with beat, and load demo data on first start."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -63,7 +64,8 @@ class Command(BaseCommand):
             f"  post:        curl -H 'Authorization: Bearer {api_key}' "
             f"-H 'Content-Type: application/json' --data @record.json {url}api/v1/records\n"
             f"  database:    {settings.DATABASES['default']['NAME']}\n"
-            f"  broker:      {settings.CELERY_BROKER_URL}\n"
+            f"  broker:      {settings.CELERY_BROKER_URL} (workers: default with beat; "
+            "notifications and exports)\n"
             "Stop with Ctrl-C.\n"
         )
         self.stdout.flush()
@@ -101,8 +103,8 @@ class Command(BaseCommand):
         web = processes.web_command(
             f"{host}:{port}", web_workers, "--access-logfile", "-", "--graceful-timeout", "5"
         )
-        worker = processes.worker_command(settings.CELERY_BEAT_SCHEDULE_FILENAME, concurrency=2)
-        return [processes.spawn(cmd) for cmd in (web, worker)]
+        workers = processes.worker_commands(settings.CELERY_BEAT_SCHEDULE_FILENAME)
+        return [processes.spawn(cmd) for cmd in (web, *workers)]
 
     def _supervise(self, children: list[subprocess.Popen]) -> None:
         stopping = False
