@@ -187,6 +187,19 @@ def test_ingest_survives_a_redis_outage_and_the_worker_catches_up(tmp_path, keys
         assert during.status_code == 200 and during.json()["accepted"] == 30
         assert time.monotonic() - started < 10, "ingest waited on the broker"
 
+        # An export job cannot be queued: a 503 that says what to do, and the job is failed at
+        # once rather than left queued for ever.
+        auth = {"Authorization": f"Bearer {read_key}"}
+        refused = requests.post(
+            f"{base}/api/v1/exports", json={"format": "csv"}, headers=auth, timeout=30
+        )
+        assert refused.status_code == 503
+        assert "GET /api/v1/export" in refused.json()["detail"]
+        jobs = requests.get(f"{base}/api/v1/exports", headers=auth, timeout=30).json()["results"]
+        assert [(j["status"], "could not be reached" in j["error"]) for j in jobs] == [
+            ("failed", True)
+        ]
+
         with redis_server(redis_port, tmp_path / "redis-2.log"):
             _wait(
                 lambda: metric_total(base, read_key, "records") == 50,
