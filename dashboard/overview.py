@@ -15,7 +15,7 @@ from dashboard.params import chart_params
 from dashboard.runs import run_row
 from records.models import Run
 from records.rollup import freshness
-from workers.heartbeat import last_seen
+from workers.heartbeat import queue_status
 
 RECENT_RUNS = 15
 RATE_LABELS = {
@@ -53,7 +53,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             for r in Run.objects.filter(project=project).order_by("-last_ts", "-id")[:RECENT_RUNS]
         ],
         freshness=freshness(project_id=project.pk),
-        worker_last_seen=last_seen(),
+        queues=queue_status(),
         # Firing alerts of every project the operator is in: one firing elsewhere matters too.
         firing_alerts=firing_alerts([p.pk for p in operator_projects(request)]),
     )

@@ -24,6 +24,7 @@ from records import rollup
 from records.demo import generate_records
 from records.models import Membership, Run
 from tests.factories import record
+from workers import heartbeat
 
 EVIL_TEXT = '<script>alert("text")</script><img src=x onerror=alert(1)>'
 EVIL_TOOL = "<img src=x onerror=alert(2)>"
@@ -604,6 +605,21 @@ def test_it_shows_freshness_and_what_waits_to_be_rolled_up(alice, alice_page):
     )
     post(alice, [record(run_id="late", ts=iso(timezone.now() - timedelta(minutes=1)))])
     assert "1 record waits to be rolled up" in alice_page.get("/").content.decode()
+
+
+def test_it_names_each_queue_no_worker_serves(alice, alice_page):
+    def stale_queues() -> list[str]:
+        page = alice_page.get("/").content.decode()
+        return re.findall(r"No worker has served the <code>(\w+)</code> queue", page)
+
+    assert stale_queues() == ["default", "notifications", "exports"]  # no heartbeat ever
+    heartbeat.beat("default")
+    heartbeat.beat("exports", now=timezone.now() - timedelta(minutes=5))
+    assert stale_queues() == ["notifications", "exports"]
+    for queue in ("notifications", "exports"):
+        heartbeat.beat(queue)
+    assert stale_queues() == []
+    assert 'class="ok" data-queue="exports">exports 0' in alice_page.get("/").content.decode()
 
 
 def test_it_draws_the_swap_matrix_paths_and_refusals(alice, alice_page):

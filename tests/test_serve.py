@@ -96,10 +96,13 @@ def test_it_starts_the_product_on_embedded_defaults(tmp_path):
         assert posted.json() == {"accepted": 1, "duplicates": 0, "rejected": []}
         assert "smoke-run" in session.get(f"{base}/").text
 
-        # Beat schedules the heartbeat and a worker runs it: the page shows the worker alive.
-        _wait_for(
-            lambda: "worker last seen" in session.get(f"{base}/").text, 60, "the worker heartbeat"
-        )
+        # Beat sends a heartbeat to every queue and the two workers run them: the page shows
+        # each queue served.
+        def served() -> bool:
+            page = session.get(f"{base}/").text
+            return "Workers, last heartbeat" in page and "No worker has served" not in page
+
+        _wait_for(served, 60, "a heartbeat on every queue")
 
         # The second worker (notifications and exports) runs an export job on the same broker.
         auth = {"Authorization": f"Bearer {api_key}"}

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import workers.tasks  # noqa: F401  (registers the tasks, as the worker's autodiscovery does)
 from config.celery import app
+from workers.queues import Queue
 
 
 def test_beat_runs_the_catch_up_every_few_seconds_and_the_heartbeat():
     schedule = app.conf.beat_schedule
     assert schedule["catch-up"]["task"] == "workers.tasks.catch_up_task"
     assert schedule["catch-up"]["schedule"] <= 10
-    assert schedule["heartbeat"]["task"] == "workers.tasks.heartbeat_task"
+    # a heartbeat on every queue, so the overview can tell which one nobody serves
+    heartbeats = {k: v for k, v in schedule.items() if v["task"] == "workers.tasks.heartbeat_task"}
+    assert sorted(e["options"]["queue"] for e in heartbeats.values()) == sorted(Queue)
+    assert all(e["args"] == (e["options"]["queue"],) for e in heartbeats.values())
     registered = set(app.tasks)
     assert {entry["task"] for entry in schedule.values()} <= registered
 
@@ -28,7 +32,6 @@ def test_long_and_slow_tasks_have_queues_of_their_own():
 
 def test_the_product_runs_a_worker_for_every_queue():
     from workers.processes import worker_commands
-    from workers.queues import Queue
 
     commands = worker_commands("schedule")
     consumed = [c[c.index("--queues") + 1].split(",") for c in commands]

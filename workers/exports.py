@@ -154,7 +154,7 @@ def expire_exports(now: datetime | None = None) -> int:
         status=ExportJob.Status.QUEUED, created_at__lt=now - QUEUED_TOO_LONG
     ).update(
         status=ExportJob.Status.FAILED,
-        error="No worker took the export; check that a Celery worker runs.",
+        error="No worker took the export; check that a Celery worker consumes the exports queue.",
         finished_at=now,
     )
     # Partial files of jobs that failed without cleaning up (a killed worker).

@@ -12,11 +12,16 @@ BEAT_SCHEDULE = {
         "schedule": 5.0,
         "options": {"queue": Queue.DEFAULT, "expires": 5.0},
     },
-    # Proves beat and a worker are both alive; the overview shows how long ago it last ran.
-    "heartbeat": {
-        "task": "workers.tasks.heartbeat_task",
-        "schedule": 10.0,
-        "options": {"queue": Queue.DEFAULT, "expires": 10.0},
+    # One per queue: proves beat and a worker on that queue are both alive; the overview shows
+    # how long ago each last ran (workers.heartbeat).
+    **{
+        f"heartbeat-{queue}": {
+            "task": "workers.tasks.heartbeat_task",
+            "schedule": 10.0,
+            "args": (queue.value,),
+            "options": {"queue": queue, "expires": 10.0},
+        }
+        for queue in Queue
     },
     # Deletes export files past their expiry (DECISIONBOARD_EXPORT_TTL_HOURS) and fails export
     # jobs whose worker vanished; a quarter of an hour late is harmless for either.

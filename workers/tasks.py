@@ -11,8 +11,8 @@ from workers import exports, heartbeat
 
 
 @shared_task(ignore_result=True)
-def heartbeat_task() -> None:
-    heartbeat.beat()
+def heartbeat_task(queue: str = "default") -> None:
+    heartbeat.beat(queue)
 
 
 @shared_task(ignore_result=True)
