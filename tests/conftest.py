@@ -27,6 +27,14 @@ def need_service(available: bool, what: str) -> None:
     pytest.skip(f"{what} is not available")
 
 
+def database_url() -> str:
+    """The test database as a DATABASE_URL, for processes the tests start."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
 @pytest.fixture(autouse=True)
 def _no_worker_nudges(settings):
     """Ingest enqueues nothing unless a test runs a worker (tests/test_worker_integration.py)."""

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import sys
+import time
 from datetime import datetime
 
+import psycopg
 import pytest
 
 from records import rollup
 from records.models import Record, Rollup, Run, Streak, StreakSegment, Watermark
 from tests import rollup_data
+from tests.conftest import database_url
 from tests.factories import record
+from workers import processes
 
 pytestmark = pytest.mark.both_dbs
 RANGE = {"from": "2026-11-20T00:00:00Z", "to": "2026-11-21T00:00:00Z", "interval": "day"}
@@ -253,12 +260,63 @@ def test_a_pass_interrupted_half_way_leaves_nothing_behind(alice, monkeypatch):
 
     monkeypatch.setattr(rollup, "_merge_streaks", killed)
     with pytest.raises(RuntimeError):
-        rollup.run_pass(250)  # dies after writing its rollups and run summaries
+        rollup.run_pass(250)  # dies after writing its rollups
     assert Watermark.objects.get().last_id == start
     assert not Rollup.objects.exists()
     monkeypatch.undo()
     rollup.catch_up(batch_size=250)
     assert _snapshot(alice.project) == clean
+
+
+def test_a_worker_killed_in_the_middle_of_a_pass_leaves_nothing_behind(
+    transactional_db, postgres, alice, bob, tmp_path
+):
+    """A real kill: a catch-up process is SIGKILLed with its pass's transaction open, after it
+    wrote the rollups and streak segments (run_pass's order) and while it waits on a run row
+    this test holds. Nothing of it may remain, and the next pass must give the clean result."""
+    records = rollup_data.build(400, seed=6)
+    ingest(alice, records)
+    rollup.catch_up()
+    clean = _snapshot(alice.project)
+    ingest(bob, records)
+    before = Watermark.objects.get().last_id
+    url = database_url()
+    with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watcher:
+        holder.execute(
+            "SELECT id FROM records_run WHERE project_id = %s ORDER BY run_id LIMIT 1 FOR UPDATE",
+            [bob.project.pk],
+        )
+        env = dict(os.environ, DATABASE_URL=url, DECISIONBOARD_VAR_DIR=str(tmp_path))
+        code = "from records.rollup import catch_up; catch_up()"
+        with open(tmp_path / "pass.log", "w") as log:
+            worker = processes.spawn([sys.executable, "manage.py", "shell", "-c", code], env=env,
+                                     log=log)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                waiting = watcher.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND query ILIKE 'UPDATE records_run%%'"
+                ).fetchone()
+                if waiting:
+                    break
+                assert worker.poll() is None, (tmp_path / "pass.log").read_text()
+                assert time.monotonic() < deadline, "the pass never reached the run summaries"
+                time.sleep(0.1)
+        finally:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+        holder.rollback()
+        # PostgreSQL rolls the dead client's transaction back when it notices the socket close.
+        deadline = time.monotonic() + 30
+        while watcher.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", waiting).fetchone():
+            assert time.monotonic() < deadline, "the killed pass's backend stayed"
+            time.sleep(0.1)
+    assert Watermark.objects.get().last_id == before
+    assert not Rollup.objects.filter(project=bob.project).exists()
+    assert not StreakSegment.objects.filter(project=bob.project).exists()
+    rollup.catch_up()
+    assert _snapshot(bob.project) == clean
 
 
 def test_out_of_order_arrival_gives_the_same_metrics_and_streaks(alice, bob):

@@ -18,21 +18,13 @@ from pathlib import Path
 
 import pytest
 import requests
-from django.db import connection
 
 from records.models import ApiKey, Project
-from tests.conftest import need_service
+from tests.conftest import database_url, need_service
 from tests.factories import record
 from workers import processes
 
 RANGE = {"from": "2026-11-20T00:00:00Z", "to": "2026-11-21T00:00:00Z", "interval": "day"}
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 def _wait(predicate, timeout: float, what: str):
@@ -84,7 +76,7 @@ def product(tmp_path: Path, redis_url: str):
     port = processes.free_port()
     env = dict(
         os.environ,
-        DATABASE_URL=_database_url(),
+        DATABASE_URL=database_url(),
         REDIS_URL=redis_url,
         DECISIONBOARD_VAR_DIR=str(tmp_path),
     )
