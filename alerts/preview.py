@@ -3,8 +3,8 @@
 The metric is folded from minute rollups exactly as the engine folds it, slid over the day one
 minute at a time, and replayed through the same state machine from an all-ok start, ignoring
 pause and silence. The figure draws each group's value, the threshold (and warning threshold),
-and a marker wherever the rule would have been firing. Streaks are kept as current values only,
-so a streak rule's preview is each model's current streak against the threshold.
+and a marker wherever the rule would have been firing. A streak rule's preview is each model's
+streak hour by hour, folded from the hourly streak segments (records.metrics.streak_history).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from django.utils import timezone
 from alerts.evaluate import FIRING, TRANSITION, Sample, replay
 from alerts.models import Rule, rule_errors
 from alerts.windows import STREAK, RowIndex, fold_by_minute, read_rows, slide, window_start
-from records.models import Grain, Streak
+from records.metrics import streak_history
+from records.models import Grain
 from records.rollup import truncate
 
 MAX_GROUPS = 8
@@ -62,7 +63,7 @@ def preview_rule(rule: Rule, *, now: datetime | None = None, hours: int = 24) ->
         raise ValueError(f"the rule cannot be previewed: {errors}")
     now = now or timezone.now()
     if rule.metric == STREAK:
-        return _streak_preview(rule)
+        return _streak_preview(rule, now, hours)
     query = rule.query()
     condition = replace(rule.condition(), paused=False, silenced_until=None)
     end = truncate(now, Grain.MINUTE)
@@ -150,34 +151,77 @@ def _thresholds(fig: go.Figure, rule: Rule) -> None:
         )
 
 
-def _streak_preview(rule: Rule) -> Preview:
-    streaks = Streak.objects.filter(project_id=rule.project_id).order_by("-current", "model")
-    if rule.model:
-        streaks = streaks.filter(model=rule.model)
-    if rule.classifier:
-        streaks = streaks.filter(model=rule.classifier)
-    rows = list(streaks.values_list("model", "current")[:40])
+def _streak_preview(rule: Rule, now: datetime, hours: int) -> Preview:
+    """Each model's streak at the end of every hour of the past `hours`, from the hourly streak
+    segments, and a marker on each hour in which it reached the threshold."""
+    end = truncate(now, Grain.HOUR) + timedelta(hours=1)
+    start = end - timedelta(hours=hours)
+    pinned = {m for m in (rule.model, rule.classifier) if m}
+    history = streak_history(rule.project_id, start, end, pinned or None)
+    if len(pinned) > 1:  # a model and a different classifier: no model is both
+        history = {}
     level = rule.condition().level
-    breaching = [m for m, current in rows if level(float(current)) is not None]
-    fig = go.Figure(
-        go.Bar(
-            x=[html.escape(m) for m, _ in rows],
-            y=[current for _, current in rows],
-            marker={"color": [_RED if m in breaching else "#3a5bd9" for m, _ in rows]},
-            name="current streak",
+
+    def highest(model: str) -> int:
+        return max((peak for _, _, peak in history[model]), default=0)
+
+    models = sorted(history, key=lambda m: (-highest(m), m))
+    shown = models[:MAX_GROUPS]
+    fired: list[tuple[datetime, str, float | None]] = []
+    for model in models:
+        breaching = False
+        for t, _, peak in history[model]:
+            now_breaching = level(float(peak)) is not None
+            if now_breaching and not breaching:
+                fired.append((t, model, float(peak)))
+            breaching = now_breaching
+    fig = go.Figure()
+    hour = timedelta(hours=1)
+    for model in shown:
+        points = history[model]
+        fig.add_trace(
+            go.Scatter(
+                x=[t + hour for t, _, _ in points],
+                y=[current for _, current, _ in points],
+                mode="lines",
+                line={"shape": "hv"},
+                name=_label(model, rule),
+            )
+        )
+    marks = [
+        (t + hour, peak)
+        for model in shown
+        for t, _, peak in history[model]
+        if level(float(peak)) is not None
+    ]
+    fig.add_trace(
+        go.Scatter(
+            x=[t for t, _ in marks],
+            y=[peak for _, peak in marks],
+            mode="markers",
+            name="would fire",
+            marker={"color": _RED, "size": 7, "symbol": "x"},
         )
     )
     _thresholds(fig, rule)
     fig.update_layout(
         height=340,
-        margin={"l": 50, "r": 20, "t": 30, "b": 80},
-        yaxis={"title": {"text": "current contract-broken streak"}},
-        title={"text": rule.describe(), "font": {"size": 13}},
+        margin={"l": 50, "r": 20, "t": 30, "b": 40},
+        xaxis={"title": {"text": "time (UTC)"}},
+        yaxis={"title": {"text": "contract-broken streak"}},
+        legend={"orientation": "h", "y": -0.2},
+        title={"text": f"{rule.describe()}: past {hours} h", "font": {"size": 13}},
     )
+    note = (
+        "Streaks are folded by the hour: each line is a model's streak at the end of each hour, "
+        "a marker an hour in which it reached the threshold."
+    )
+    if len(models) > len(shown):
+        note += f" Showing the {len(shown)} highest of {len(models)} models."
     return Preview(
         figure=json.loads(fig.to_json()),
-        fired=[(timezone.now(), m, None) for m in breaching],
-        groups_shown=len(rows),
-        groups_total=len(rows),
-        note="Streaks are kept as current values: this shows each model's streak now.",
+        fired=fired,
+        groups_shown=len(shown),
+        groups_total=len(models),
+        note=note,
     )

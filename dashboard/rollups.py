@@ -26,9 +26,16 @@ from django.db.models import BigIntegerField, Count, Q, QuerySet, Sum, TextField
 from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
-from records import streaks
-from records.metrics import INTERVALS, METRICS, Quantile, Row, fold_metric, rollup_queryset
-from records.models import Grain, Run, Streak, StreakSegment
+from records.metrics import (
+    INTERVALS,
+    METRICS,
+    Quantile,
+    Row,
+    fold_metric,
+    rollup_queryset,
+    streak_history,
+)
+from records.models import Grain, Run, Streak
 from records.rollup import truncate
 from records.sketch import Sketch
 
@@ -513,58 +520,18 @@ def classifiers_page(project_id: int, now: datetime, period_name: str, agents: l
 # --- streaks -----------------------------------------------------------------------------------
 def streaks_page(project_id: int, now: datetime, period_name: str) -> dict:
     """Each model's streak, and per hour of the period its value at the end of the hour and
-    the highest it reached within it.
-
-    The value at an hour is the suffix of the fold of every segment up to it: the days before
-    the period's first day, then that day's hours onwards (records.streaks). Three queries.
-    """
+    the highest it reached within it (records.metrics.streak_history). Three queries."""
     period = PERIODS["7d" if period_name == "7d" else "24h"]
     end = truncate(now, Grain.HOUR) + timedelta(hours=1)
     start = end - period.span
-    first_day = truncate(start, Grain.DAY)
     rows = list(
         Streak.objects.filter(project_id=project_id).order_by("-current", "-longest", "model")
     )
-    states: dict[str, streaks.Segment] = defaultdict(lambda: streaks.EMPTY)
-    for segment in StreakSegment.objects.filter(
-        project_id=project_id, grain=Grain.DAY, bucket__lt=first_day
-    ).order_by("model", "bucket"):
-        states[segment.model] = streaks.combine(states[segment.model], _segment(segment))
-    hours: dict[str, dict[datetime, streaks.Segment]] = defaultdict(dict)
-    for segment in StreakSegment.objects.filter(
-        project_id=project_id, grain=Grain.HOUR, bucket__gte=first_day, bucket__lt=end
-    ).order_by("model", "bucket"):
-        hours[segment.model][segment.bucket] = _segment(segment)
-    times = []
-    t = first_day
-    while t < end:
-        times.append(t)
-        t += timedelta(hours=1)
-    sparklines: dict[str, list[tuple[datetime, int, int]]] = {}
-    for streak in rows:
-        state = states[streak.model]
-        points = []
-        for t in times:
-            segment = hours[streak.model].get(t)
-            peak = state.current
-            if segment is not None:
-                # The highest the streak reached within the hour: a run inside it, or the
-                # streak carried in plus the hour's leading parse errors.
-                peak = max(segment.longest, state.current + segment.prefix)
-                state = streaks.combine(state, segment)
-            if t >= start:
-                points.append((t, state.current, peak))
-        sparklines[streak.model] = points
+    history = streak_history(project_id, start, end)
     return {
         "period": period,
         "start": start,
         "end": end,
         "streaks": rows,
-        "sparklines": sparklines,
+        "sparklines": {streak.model: history.get(streak.model, []) for streak in rows},
     }
-
-
-def _segment(s: StreakSegment) -> streaks.Segment:
-    return streaks.Segment(
-        s.has_ruling, s.prefix, s.suffix, s.longest, s.last_broken_at, s.last_ts, s.last_key
-    )

@@ -15,7 +15,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from records.models import Grain, Rollup
+from records import streaks
+from records.models import Grain, Rollup, StreakSegment
 from records.rollup import truncate
 from records.schema import SkipReason
 from records.sketch import Sketch
@@ -427,3 +428,58 @@ def query_metric(
     return fold_metric(
         name, rows, interval=interval, start=start, end=end, group_by=group_by, models=models
     )
+
+
+# --- contract-broken streaks over time -----------------------------------------------------------
+_SEGMENT_FIELDS = ("has_ruling", "prefix", "suffix", "longest", "last_broken_at", "last_ts",
+                   "last_key")  # fmt: skip
+
+
+def streak_history(
+    project_id: int, start: datetime, end: datetime, models: Iterable[str] | None = None
+) -> dict[str, list[tuple[datetime, int, int]]]:
+    """Per model, for each hour from `start` (on the hour) to `end`: (the hour, the streak at
+    its end, the highest the streak reached within it).
+
+    The streak at an hour is the fold of every segment up to it (records.streaks): the day
+    segments before `start`'s day, then that day's hour segments onwards. Two queries.
+    """
+    first_day = truncate(start, Grain.DAY)
+    segments = StreakSegment.objects.filter(project_id=project_id)
+    if models is not None:
+        segments = segments.filter(model__in=list(models))
+    states: dict[str, streaks.Segment] = defaultdict(lambda: streaks.EMPTY)
+    for model, *fields in (
+        segments.filter(grain=Grain.DAY, bucket__lt=first_day)
+        .order_by("model", "bucket")
+        .values_list("model", *_SEGMENT_FIELDS)
+    ):
+        states[model] = streaks.combine(states[model], streaks.Segment(*fields))
+    hours: dict[str, dict[datetime, streaks.Segment]] = defaultdict(dict)
+    for model, bucket, *fields in (
+        segments.filter(grain=Grain.HOUR, bucket__gte=first_day, bucket__lt=end)
+        .order_by("model", "bucket")
+        .values_list("model", "bucket", *_SEGMENT_FIELDS)
+    ):
+        hours[model][bucket] = streaks.Segment(*fields)
+    times = []
+    t = first_day
+    while t < end:
+        times.append(t)
+        t += timedelta(hours=1)
+    out: dict[str, list[tuple[datetime, int, int]]] = {}
+    for model in sorted(set(states) | set(hours)):
+        state = states[model]
+        points = []
+        for t in times:
+            segment = hours[model].get(t)
+            peak = state.current
+            if segment is not None:
+                # The highest the streak reached within the hour: a run inside it, or the
+                # streak carried in plus the hour's leading parse errors.
+                peak = max(segment.longest, state.current + segment.prefix)
+                state = streaks.combine(state, segment)
+            if t >= start:
+                points.append((t, state.current, peak))
+        out[model] = points
+    return out

@@ -149,6 +149,50 @@ def test_the_preview_honours_the_for_duration_and_escapes_group_names(alice):
     assert preview.figure["data"][0]["name"] == "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 
+def test_a_streak_rules_preview_shows_the_streak_hour_by_hour(alice):
+    hour = timezone.now().replace(minute=0, second=0, microsecond=0)
+    broken = {"outcome": "parse_error", "verdict": None, "form": "missing"}
+
+    def verdicts(hours_ago: int, model: str, n: int, **data) -> list[dict]:
+        at = hour - timedelta(hours=hours_ago)
+        return [
+            record("classifier.verdict", ts=(at + timedelta(minutes=1 + i)).isoformat(),
+                   data={"model": model, "seatModel": model, **data})
+            for i in range(n)
+        ]  # fmt: skip
+
+    records = (
+        verdicts(5, "qwen3-8b", 3, **broken)  # reaches 3 five hours ago...
+        + verdicts(3, "qwen3-8b", 1)  # ...a ruling ends it...
+        + verdicts(1, "qwen3-8b", 4, **broken)  # ...and it reaches 4 an hour ago
+        + verdicts(2, "gpt-5-mini", 2, **broken)  # never reaches 3
+        + verdicts(2, EVIL, 1, **broken)
+    )
+    response = alice.client().post("/api/v1/records", {"records": records}, format="json")
+    assert response.status_code == 200, response.content
+    rollup.catch_up()
+    rule = make_rule(
+        alice, metric="contract_broken_streak", comparator="gte", threshold=3, window_minutes=5
+    )
+    preview = preview_rule(rule)
+    assert [(t, group, value) for t, group, value in preview.fired] == [
+        (hour - timedelta(hours=5), "qwen3-8b", 3.0),
+        (hour - timedelta(hours=1), "qwen3-8b", 4.0),
+    ]
+    lines = {trace["name"]: trace for trace in preview.figure["data"][:-1]}
+    assert list(lines) == ["qwen3-8b", "gpt-5-mini", "&lt;script&gt;alert(1)&lt;/script&gt;"]
+    qwen = lines["qwen3-8b"]
+    assert len(qwen["x"]) == 24  # the streak at the end of each hour of the past day
+    assert qwen["y"][-6:] == [3, 3, 0, 0, 4, 4]  # hours ending 4 h ago ... now
+    would_fire = preview.figure["data"][-1]
+    assert would_fire["name"] == "would fire" and would_fire["y"] == [3, 3, 3, 4, 4]
+    # pinned to one model, only that model is drawn
+    pinned = preview_rule(make_rule(alice, metric="contract_broken_streak", comparator="gte",
+                                    threshold=3, window_minutes=5, model="gpt-5-mini"))  # fmt: skip
+    assert [t["name"] for t in pinned.figure["data"]] == ["gpt-5-mini", "would fire"]
+    assert pinned.fired == []
+
+
 def test_the_edit_page_shows_the_preview_chart_with_local_plotly(alice, alice_page):
     post_picks(alice, [2], latency=2500.0)
     rule = make_rule(alice)
