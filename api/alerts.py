@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import SAFE_METHODS
+from rest_framework.response import Response
 
 from alerts.evaluate import STATES
 from alerts.models import (
@@ -178,6 +181,131 @@ class AlertRuleViewSet(viewsets.ModelViewSet):
             self.get_serializer_class(),
             context=self.get_serializer_context(),
         )
+
+
+CHANNEL_KEYSET = Keyset((("id", int),))
+
+
+class AlertChannelSerializer(serializers.ModelSerializer):
+    """A webhook or email channel. The webhook secret is shown to callers who may change alert
+    rules (sessions, keys with the `all` scope), so that a receiver can check signatures."""
+
+    project = serializers.CharField(source="project.name", read_only=True)
+    addresses = serializers.ListField(
+        child=serializers.EmailField(), required=False, help_text="Email: the recipients."
+    )
+
+    class Meta:
+        model = Channel
+        fields = [
+            "id",
+            "project",
+            "name",
+            "kind",
+            "url",
+            "addresses",
+            "secret",
+            "disabled",
+            "consecutive_failures",
+            "last_error",
+            "last_attempt_at",
+            "created_at",
+        ]
+        read_only_fields = [
+            "secret",
+            "disabled",
+            "consecutive_failures",
+            "last_error",
+            "last_attempt_at",
+            "created_at",
+        ]
+
+    def to_representation(self, channel: Channel) -> dict:
+        data = super().to_representation(channel)
+        if not self.context.get("show_secret"):
+            data.pop("secret")
+        return data
+
+    def validate(self, attrs: dict) -> dict:
+        # The model's own checks (a webhook needs a URL that is not private, an email channel an
+        # address), on the channel as it would be saved.
+        channel = Channel(project=self.context["project"])
+        if self.instance is not None:
+            channel = Channel(**{f.attname: getattr(self.instance, f.attname)
+                                 for f in Channel._meta.concrete_fields})  # fmt: skip
+        for name, value in attrs.items():
+            setattr(channel, name, value)
+        try:
+            channel.clean()
+        except DjangoValidationError as exc:
+            raise ValidationError(exc.message_dict) from None
+        return attrs
+
+
+class AlertChannelViewSet(viewsets.ModelViewSet):
+    authentication_classes = ReadView.authentication_classes
+    permission_classes = [CanManageAlerts]
+    serializer_class = AlertChannelSerializer
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # drf-spectacular has no real request
+            return Channel.objects.none()
+        channels = Channel.objects.select_related("project")
+        if self.action == "list":
+            return channels.filter(project=project_for_request(self.request))
+        # A channel is addressed by id, whichever of the caller's projects it belongs to.
+        return channels.filter(project_id__in=accessible_projects(self.request))
+
+    def get_serializer_context(self) -> dict:
+        context = super().get_serializer_context()
+        if getattr(self, "swagger_fake_view", False):
+            return context
+        auth = self.request.auth
+        context["show_secret"] = not isinstance(auth, ApiKey) or auth.scope == ApiKey.Scope.ALL
+        if self.action == "create":
+            context["project"] = project_for_request(self.request)
+        elif self.action in ("update", "partial_update"):
+            context["project"] = self.get_object().project
+        return context
+
+    def perform_create(self, serializer) -> None:
+        serializer.save(project=serializer.context["project"])
+
+    @extend_schema(
+        summary="List the project's alert channels",
+        parameters=[
+            OpenApiParameter("cursor", str, description="The `next` link's cursor."),
+            OpenApiParameter("limit", int, description="Items a page (default 100)."),
+        ],
+        responses={
+            200: inline_serializer(
+                "AlertChannelPage",
+                {
+                    "results": AlertChannelSerializer(many=True),
+                    "next": serializers.URLField(allow_null=True),
+                },
+            )
+        },
+    )
+    def list(self, request, *args, **kwargs):
+        return page_response(
+            request,
+            self.get_queryset(),
+            CHANNEL_KEYSET,
+            self.get_serializer_class(),
+            context=self.get_serializer_context(),
+        )
+
+    @extend_schema(
+        summary="Enable a channel the workers disabled after repeated failures",
+        request=None,
+        responses={200: AlertChannelSerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def enable(self, request, pk=None):
+        channel = self.get_object()
+        channel.enable()
+        return Response(self.get_serializer(channel).data)
 
 
 class NotificationSerializer(serializers.ModelSerializer):

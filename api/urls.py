@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from api.alerts import AlertEventListView, AlertRuleViewSet
+from api.alerts import AlertChannelViewSet, AlertEventListView, AlertRuleViewSet
 from api.exports import ExportDownloadView, ExportJobListView, ExportJobView, ExportView
 from api.metrics import MetricView, StreakView
 from api.openapi import DecisionboardSchemaView
@@ -24,9 +24,10 @@ urlpatterns = [
     path("streaks", StreakView.as_view(), name="api-streaks"),
 ]
 
-# /alert-rules and /alert-rules/{id}, no trailing slash like the other endpoints.
+# /alert-rules[/{id}] and /alert-channels[/{id}[/enable]], no trailing slash like the others.
 alert_rules = SimpleRouter(trailing_slash=False)
 alert_rules.register("alert-rules", AlertRuleViewSet, basename="api-alert-rules")
+alert_rules.register("alert-channels", AlertChannelViewSet, basename="api-alert-channels")
 urlpatterns += [
     *alert_rules.urls,
     path("alert-events", AlertEventListView.as_view(), name="api-alert-events"),

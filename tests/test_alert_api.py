@@ -311,3 +311,110 @@ def test_events_of_another_project_are_invisible(alice, bob):
     assert alice.client(alice.read_key).get("/api/v1/alert-events").json()["results"] == []
     response = operator("alice", alice).get("/api/v1/alert-events?project=globex")
     assert response.status_code == 404
+
+
+# --- channels ------------------------------------------------------------------------------------
+PUBLIC_HOOK = "http://93.184.216.34/hooks/decisionboard"  # an address literal: no DNS needed
+
+
+def test_it_creates_channels_a_rule_then_notifies(alice):
+    client = all_key(alice)
+    hook = client.post(
+        "/api/v1/alert-channels",
+        {"name": "ops hook", "kind": "webhook", "url": PUBLIC_HOOK},
+        format="json",
+    )
+    assert hook.status_code == 201, hook.content
+    body = hook.json()
+    assert body["project"] == "acme" and body["kind"] == "webhook" and not body["disabled"]
+    channel = Channel.objects.get(pk=body["id"])
+    assert body["secret"] == channel.secret and len(channel.secret) >= 32
+    mail = client.post(
+        "/api/v1/alert-channels",
+        {"name": "on call", "kind": "email", "addresses": ["oncall@example.com"]},
+        format="json",
+    )
+    assert mail.status_code == 201, mail.content
+    rule = client.post(
+        "/api/v1/alert-rules",
+        {**RULE, "channels": [body["id"], mail.json()["id"]]},
+        format="json",
+    )
+    assert rule.status_code == 201, rule.content
+    assert sorted(rule.json()["channels"]) == sorted([body["id"], mail.json()["id"]])
+
+
+@pytest.mark.parametrize(
+    "channel, field, message",
+    [
+        ({"kind": "webhook"}, "url", "a webhook needs a URL"),
+        ({"kind": "webhook", "url": "http://127.0.0.1:8080/x"}, "url", "loopback, private"),
+        ({"kind": "webhook", "url": "ftp://93.184.216.34/x"}, "url", "http:// or https://"),
+        ({"kind": "email"}, "addresses", "at least one address"),
+        ({"kind": "email", "addresses": ["not-an-address"]}, "addresses", "valid email"),
+        ({"kind": "sms", "url": PUBLIC_HOOK}, "kind", "not a valid choice"),
+    ],
+)
+def test_it_says_what_is_wrong_with_a_channel(alice, channel, field, message):
+    response = all_key(alice).post(
+        "/api/v1/alert-channels", {"name": "c", **channel}, format="json"
+    )
+    assert response.status_code == 400, response.content
+    assert message in str(response.json()[field])
+    assert not Channel.objects.exists()
+
+
+def test_a_partial_channel_update_is_checked_against_the_rest(alice):
+    channel = Channel.objects.create(
+        project=alice.project, name="mail", kind="email", addresses=["a@example.com"]
+    )
+    client = all_key(alice)
+    url = f"/api/v1/alert-channels/{channel.pk}"
+    refused = client.patch(url, {"kind": "webhook"}, format="json")
+    assert refused.status_code == 400 and "url" in refused.json()
+    moved = client.patch(url, {"kind": "webhook", "url": PUBLIC_HOOK}, format="json")
+    assert moved.status_code == 200, moved.content
+    assert Channel.objects.get(pk=channel.pk).url == PUBLIC_HOOK
+    assert client.delete(url).status_code == 204
+    assert not Channel.objects.exists()
+
+
+def test_a_read_key_lists_channels_without_their_secrets_and_cannot_change_them(alice):
+    channel = Channel.objects.create(project=alice.project, name="hook", kind="webhook",
+                                     url=PUBLIC_HOOK)  # fmt: skip
+    reader = alice.client(alice.read_key)
+    listed = reader.get("/api/v1/alert-channels")
+    assert listed.status_code == 200
+    assert [(c["name"], "secret" in c) for c in listed.json()["results"]] == [("hook", False)]
+    assert listed.json()["next"] is None
+    change = reader.patch(f"/api/v1/alert-channels/{channel.pk}", {"name": "x"}, format="json")
+    assert change.status_code == 403
+    assert reader.post("/api/v1/alert-channels", {"name": "x"}, format="json").status_code == 403
+    assert alice.client().get("/api/v1/alert-channels").status_code == 403  # an ingest key
+
+
+def test_another_projects_channel_is_a_404_and_an_operator_sees_their_own(alice, bob):
+    theirs = Channel.objects.create(
+        project=bob.project, name="globex mail", kind="email", addresses=["b@example.com"]
+    )
+    assert all_key(alice).get(f"/api/v1/alert-channels/{theirs.pk}").status_code == 404
+    assert all_key(alice).delete(f"/api/v1/alert-channels/{theirs.pk}").status_code == 404
+    carol = operator("carol", bob)
+    seen = carol.get(f"/api/v1/alert-channels/{theirs.pk}")
+    assert seen.status_code == 200 and seen.json()["secret"] == theirs.secret
+    assert [c["name"] for c in carol.get("/api/v1/alert-channels").json()["results"]] == [
+        "globex mail"
+    ]
+    assert Channel.objects.filter(pk=theirs.pk).exists()
+
+
+def test_it_enables_a_channel_the_workers_disabled(alice):
+    channel = Channel.objects.create(
+        project=alice.project, name="hook", kind="webhook", url=PUBLIC_HOOK, disabled=True,
+        disabled_at=timezone.now(), consecutive_failures=10,
+    )  # fmt: skip
+    response = all_key(alice).post(f"/api/v1/alert-channels/{channel.pk}/enable")
+    assert response.status_code == 200, response.content
+    assert response.json()["disabled"] is False and response.json()["consecutive_failures"] == 0
+    channel.refresh_from_db()
+    assert not channel.disabled and channel.disabled_at is None
