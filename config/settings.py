@@ -238,7 +238,9 @@ if REDIS_URL:
         "socket_timeout": 5,
     }
 else:
-    CELERY_BROKER_URL = "filesystem://"
+    # The filesystem transport ignores the host; naming one keeps kombu from warning that none was
+    # supplied on every connection.
+    CELERY_BROKER_URL = "filesystem://localhost//"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),

@@ -89,18 +89,28 @@ def spawn(cmd: list[str], *, env: dict | None = None, log=None) -> subprocess.Po
 
 
 def stop(children: Iterable[subprocess.Popen], timeout: float = 15.0) -> None:
-    """SIGTERM each child's process group, wait up to `timeout` in all, then SIGKILL."""
+    """SIGTERM each child and wait up to `timeout` in all, then SIGKILL what is left of each
+    child's process group.
+
+    The signal goes to the child alone: a gunicorn master or a Celery worker then stops its own
+    workers cleanly (a Celery worker finishes the tasks it runs). Whatever outlives that — a
+    child that hung, or workers it left behind — is killed with the group.
+    """
     children = list(children)
     for child in children:
         if child.poll() is None:
-            os.killpg(child.pid, signal.SIGTERM)
+            child.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + timeout
     for child in children:
         try:
             child.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            pass
+        try:
             os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
+        except ProcessLookupError:  # the group is gone: nothing was left behind
+            pass
+        child.wait()
 
 
 @contextmanager
