@@ -318,7 +318,11 @@ class AlertState(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["rule", "group"], name="alert_state_unique")]
-        indexes = [models.Index(fields=["state"], name="alert_state_state")]
+        indexes = [
+            models.Index(fields=["state"], name="alert_state_state"),
+            # "does this rule have a firing group": the rules list's order and state filter.
+            models.Index(fields=["rule", "state"], name="alert_state_rule_state"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.rule} [{self.group or 'all'}]: {self.state}"

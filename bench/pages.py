@@ -7,8 +7,9 @@ On a scratch PostgreSQL database (decisionboard_bench_pages, created and dropped
 `records` demo records in `runs` runs the way `seed_demo` does (records.demo.generate_records →
 records.normalise.normalise → records.store.store_records in batches of 5,000), folds them into
 rollups with one catch-up pass (records.rollup.catch_up), runs VACUUM ANALYZE as autovacuum
-would after such a load, then requests each page `requests` times with Django's test Client in
-this process, logged in as a superuser. Server time is the time of `client.get` (middleware,
+would after such a load, adds 1,000 alert rules with five group states and an event each, then
+requests each page `requests` times with Django's test Client in this process, logged in as a
+superuser. Server time is the time of `client.get` (middleware,
 view, queries, template), without the HTTP layer.
 
 The ceiling of each page is its SQL alone: the statements one request issued (captured with an
@@ -148,6 +149,42 @@ def _replay(queries: list[tuple[str, object]]) -> Callable[[], object]:
     return run
 
 
+RULES = 1_000
+
+
+def _alert_rules(project) -> None:
+    """RULES rules with five group states each (two firing) and an event per state, as an
+    alerting setup of that size would have; made once per database."""
+    from django.utils import timezone
+
+    from alerts.models import AlertEvent, AlertState, Rule
+
+    if Rule.objects.filter(project=project).count() >= RULES:
+        return
+    now = timezone.now()
+    rules = Rule.objects.bulk_create(
+        Rule(project=project, name=f"pick errors {i:04}", metric="pick_error_rate",
+             group_by="model", comparator="gt", threshold=0.1, window_minutes=10)
+        for i in range(RULES)
+    )  # fmt: skip
+    groups = [(rule, f"model-{j}", "firing" if j < 2 else "ok") for rule in rules for j in range(5)]
+    AlertState.objects.bulk_create(
+        AlertState(rule=rule, group=group, state=state, severity="critical", since=now,
+                   value=0.2, count=50, updated_at=now)
+        for rule, group, state in groups
+    )  # fmt: skip
+    AlertEvent.objects.bulk_create(
+        AlertEvent(rule=rule, project=project, group=group, from_state="ok", to_state=state,
+                   value=0.2, count=50, threshold=0.1, comparator="gt", window_minutes=10,
+                   at=now)
+        for rule, group, state in groups
+    )  # fmt: skip
+    from django.db import connection
+
+    with connection.cursor() as cursor:  # as autovacuum would after such a burst of inserts
+        cursor.execute("ANALYZE alerts_rule, alerts_alertstate, alerts_alertevent")
+
+
 def measure(requests: int) -> list[tuple[str, float, float, float, float]]:
     from django.contrib.auth import get_user_model
     from django.db import connection
@@ -176,6 +213,8 @@ def measure(requests: int) -> list[tuple[str, float, float, float, float]]:
     newest = runs.order_by("-last_ts", "-id").first()
     model = next(iter(newest.models_seen or {"claude-haiku-4-5": 1}))
 
+    _alert_rules(project)
+
     pages = [
         ("overview (last 6 hours)", "/", {}),
         ("overview, last 24 hours", "/", {"period": "24h"}),
@@ -188,6 +227,10 @@ def measure(requests: int) -> list[tuple[str, float, float, float, float]]:
         ("models", "/models/", {}),
         ("classifiers", "/classifiers/", {}),
         ("streaks", "/streaks/", {}),
+        (f"alerts ({RULES:,} rules)", "/alerts/", {}),
+        ("alerts, firing only", "/alerts/", {"state": "firing"}),
+        (f"alert events ({RULES * 5:,})", "/alerts/events/", {}),
+        ("exports", "/exports/", {}),
     ]
     out = []
     for label, url, params in pages:

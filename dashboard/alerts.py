@@ -12,6 +12,8 @@ from datetime import timedelta
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Case, Count, Exists, OuterRef, Value, When
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -20,12 +22,27 @@ from django.views.decorators.http import require_POST
 
 from alerts import delivery
 from alerts.evaluate import STATES
-from alerts.models import METRIC_CHOICES, AlertEvent, Channel, Rule, filter_events
+from alerts.models import METRIC_CHOICES, AlertEvent, AlertState, Channel, Rule, filter_events
 from alerts.preview import preview_rule
 from api.access import projects_for_user
 from records.filters import FilterError
 
 EVENTS_PER_PAGE = 100
+RULES_PER_PAGE = 50
+# A rule's place in the list, worst first, and the state filter's values (Rule.overall_state;
+# "ok" takes in rules not evaluated yet).
+RANKS = ("firing", "nodata", "pending", "ok", "paused")
+
+
+def _has_group(state: str) -> Exists:
+    return Exists(AlertState.objects.filter(rule=OuterRef("pk"), state=state))
+
+
+_RANK = Case(
+    When(paused=True, then=Value(RANKS.index("paused"))),
+    *(When(_has_group(state), then=Value(RANKS.index(state))) for state in RANKS[:3]),
+    default=Value(RANKS.index("ok")),
+)
 SILENCE_CHOICES = ((30, "30 min"), (60, "1 h"), (240, "4 h"), (1440, "1 day"))
 
 
@@ -138,22 +155,41 @@ class ChannelForm(forms.ModelForm):
 @login_required
 def alerts_list(request):
     projects = projects_for_user(request.user)
-    rules = (
-        Rule.objects.filter(project__in=projects)
-        .select_related("project")
-        .prefetch_related("states", "channels")
-        .order_by("project__name", "name", "id")
+    rules = Rule.objects.filter(project__in=projects).annotate(rank=_RANK)
+    counts = dict(
+        rules.order_by().values_list("rank").annotate(n=Count("id")).values_list("rank", "n")
     )
+    query = request.GET.get("q", "").strip()
+    if query:
+        rules = rules.filter(name__icontains=query)
+    state = request.GET.get("state", "")
+    if state in RANKS:
+        rules = rules.filter(rank=RANKS.index(state))
+    # Worst first: a firing rule is what an operator opens this page for.
+    rules = (
+        rules.select_related("project")
+        .prefetch_related("states", "channels")
+        .order_by("rank", "project__name", "name", "id")
+    )
+    page = Paginator(rules, RULES_PER_PAGE).get_page(request.GET.get("page"))
     channels = (
         Channel.objects.filter(project__in=projects)
         .select_related("project")
         .order_by("project__name", "name")
     )
+    kept = request.GET.copy()
+    kept.pop("page", None)
     return render(
         request,
         "alerts/list.html",
         {
-            "rules": rules,
+            "page": page,
+            "rules": page.object_list,
+            "kept_query": kept.urlencode(),
+            "query": query,
+            "state": state if state in RANKS else "",
+            "state_counts": [(name, counts.get(i, 0)) for i, name in enumerate(RANKS)],
+            "total": sum(counts.values()),
             "channels": channels,
             "silence_choices": SILENCE_CHOICES,
             "now": timezone.now(),

@@ -107,6 +107,46 @@ def test_the_list_shows_each_rules_state_and_each_channels_health(alice, bob, al
     assert external_urls(page) == []
 
 
+def test_the_list_puts_firing_rules_first_filters_and_pages(alice, alice_page):
+    for i in range(60):
+        make_rule(alice, name=f"rule {i:02}")
+    firing(Rule.objects.get(name="rule 42"))
+    Rule.objects.filter(name="rule 07").update(paused=True)
+
+    def names(url: str) -> list[str]:
+        page = alice_page.get(url).content.decode()
+        return re.findall(r'<td><a href="/alerts/\d+/">([^<]+)</a></td>', page)
+
+    first = names("/alerts/")
+    assert len(first) == 50 and first[:3] == ["rule 42", "rule 00", "rule 01"]
+    second = names("/alerts/?page=2")
+    assert len(second) == 10 and second[-1] == "rule 07"  # paused last
+    assert sorted(first + second) == sorted(f"rule {i:02}" for i in range(60))
+    assert names("/alerts/?state=firing") == ["rule 42"]
+    assert names("/alerts/?state=paused") == ["rule 07"]
+    assert names("/alerts/?q=rule+1") == [f"rule {i}" for i in range(10, 20)]
+    page = alice_page.get("/alerts/?q=rule&state=ok").content.decode()
+    assert "firing (1)" in page and "ok (58)" in page and "paused (1)" in page
+    assert 'href="?q=rule&amp;state=ok&amp;page=2"' in page  # the filters are kept
+    # a button sends the operator back to the page and filters it came from
+    assert 'name="next" value="/alerts/?q=rule&amp;state=ok"' in page
+
+
+def test_the_list_costs_the_same_queries_however_many_rules(
+    alice, alice_page, django_assert_max_num_queries
+):
+    # session, user, projects, state counts, page count, the page of rules, their states,
+    # their channels, the channels
+    for i in range(3):
+        firing(make_rule(alice, name=f"rule {i}"))
+    with django_assert_max_num_queries(10):
+        assert alice_page.get("/alerts/").status_code == 200
+    for i in range(3, 120):
+        firing(make_rule(alice, name=f"rule {i}"))
+    with django_assert_max_num_queries(10):
+        assert alice_page.get("/alerts/").status_code == 200
+
+
 def test_record_text_is_escaped_everywhere_it_shows(alice, alice_page):
     rule = make_rule(alice)
     firing(rule, group=EVIL)
