@@ -148,7 +148,7 @@ def test_the_list_costs_the_same_queries_however_many_rules(
 
 
 def test_record_text_is_escaped_everywhere_it_shows(alice, alice_page):
-    rule = make_rule(alice)
+    rule = make_rule(alice, name=EVIL)  # operators' text too: a rule's name
     firing(rule, group=EVIL)
     AlertEvent.objects.create(
         rule=rule, project=alice.project, group=EVIL, from_state="ok", to_state="firing",
