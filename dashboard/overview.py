@@ -47,13 +47,15 @@ def overview(request: HttpRequest) -> HttpResponse:
     # htmx asks for the charts alone when the period or agent changes.
     if request.headers.get("HX-Request"):
         return render(request, "dashboard/partials/overview_charts.html", context)
+    queues = queue_status()
     context.update(
         recent_runs=[
             run_row(r)
             for r in Run.objects.filter(project=project).order_by("-last_ts", "-id")[:RECENT_RUNS]
         ],
         freshness=freshness(project_id=project.pk),
-        queues=queue_status(),
+        queues=queues,
+        stale_queues=[q.queue for q in queues if q.stale],
         # Firing alerts of every project the operator is in: one firing elsewhere matters too.
         firing_alerts=firing_alerts([p.pk for p in operator_projects(request)]),
     )

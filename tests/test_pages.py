@@ -610,7 +610,12 @@ def test_it_shows_freshness_and_what_waits_to_be_rolled_up(alice, alice_page):
 def test_it_names_each_queue_no_worker_serves(alice, alice_page):
     def stale_queues() -> list[str]:
         page = alice_page.get("/").content.decode()
-        return re.findall(r"No worker has served the <code>(\w+)</code> queue", page)
+        warning = re.search(r"No worker has served (.*?) in the last minute", page)
+        if warning is None:
+            return []
+        named = re.findall(r"<code>(\w+)</code>", warning.group(1))
+        assert f"--queues {','.join(named)}</code>" in page  # the command that serves them
+        return named
 
     assert stale_queues() == ["default", "notifications", "exports"]  # no heartbeat ever
     heartbeat.beat("default")
