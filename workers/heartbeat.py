@@ -12,8 +12,9 @@ from django.utils import timezone
 from workers.models import Heartbeat
 from workers.queues import Queue
 
-# Beat sends one every 10 s (workers.schedule); a minute without one means nobody serves the
-# queue (or beat is down).
+# Beat sends one every 10 s (workers.schedule), expiring after 10 s; a minute without one means
+# nobody serves the queue, beat is down, or every worker slot on the queue is held by a long
+# task (two exports on `bin/start`'s jobs worker).
 STALE_AFTER = timedelta(minutes=1)
 
 

@@ -8,8 +8,9 @@ Three kinds of work with different clocks, so that none waits behind another:
   with backoff; a slow webhook must hold up neither the rollups nor an export.
 - `exports`: export jobs, minutes long at a million records.
 
-`manage.py serve` runs a worker with beat on `default` and a second one on the two others
-(workers.processes.worker_commands); in production run one worker process (or more) per queue.
+`manage.py serve` runs a worker with beat on `default` and a second one, two tasks at a time, on
+the two others (workers.processes.worker_commands): there, two exports running at once hold
+notifications back until one ends. In production run one worker process (or more) per queue.
 """
 
 from __future__ import annotations
