@@ -10,7 +10,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from django.db.models import QuerySet
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -33,7 +39,6 @@ from api.pagination import Keyset, bad_request, page_response
 from records.filters import FilterError
 from records.models import ApiKey
 
-RULE_KEYSET = Keyset((("id", int),))
 EVENT_KEYSET = Keyset((("id", int),), descending=True)
 
 
@@ -130,19 +135,27 @@ class AlertRuleSerializer(serializers.ModelSerializer):
         return attrs
 
 
-class AlertRuleViewSet(viewsets.ModelViewSet):
+class ProjectItemViewSet(viewsets.ModelViewSet):
+    """CRUD on alert rules or channels, which belong to a project.
+
+    A list is one project's (api.access.project_for_request); an item is addressed by id in
+    whichever of the caller's projects it belongs to (another project's is a 404); a new item
+    is made in the request's project. Lists page by id (api.pagination).
+    """
+
     authentication_classes = ReadView.authentication_classes
     permission_classes = [CanManageAlerts]
-    serializer_class = AlertRuleSerializer
+    keyset = Keyset((("id", int),))
+
+    def items(self) -> QuerySet:
+        raise NotImplementedError
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # drf-spectacular has no real request
-            return Rule.objects.none()
-        rules = Rule.objects.select_related("project").prefetch_related("channels", "states")
+            return self.items().none()
         if self.action == "list":
-            return rules.filter(project=project_for_request(self.request))
-        # A rule is addressed by id, whichever of the caller's projects it belongs to.
-        return rules.filter(project_id__in=accessible_projects(self.request))
+            return self.items().filter(project=project_for_request(self.request))
+        return self.items().filter(project_id__in=accessible_projects(self.request))
 
     def get_serializer_context(self) -> dict:
         context = super().get_serializer_context()
@@ -157,33 +170,60 @@ class AlertRuleViewSet(viewsets.ModelViewSet):
     def perform_create(self, serializer) -> None:
         serializer.save(project=serializer.context["project"])
 
-    @extend_schema(
-        summary="List the project's alert rules with each group's state",
-        parameters=[
-            OpenApiParameter("cursor", str, description="The `next` link's cursor."),
-            OpenApiParameter("limit", int, description="Items a page (default 100)."),
-        ],
-        responses={
-            200: inline_serializer(
-                "AlertRulePage",
-                {
-                    "results": AlertRuleSerializer(many=True),
-                    "next": serializers.URLField(allow_null=True),
-                },
-            )
-        },
-    )
     def list(self, request, *args, **kwargs):
         return page_response(
             request,
             self.get_queryset(),
-            RULE_KEYSET,
+            self.keyset,
             self.get_serializer_class(),
             context=self.get_serializer_context(),
         )
 
 
-CHANNEL_KEYSET = Keyset((("id", int),))
+def _list_schema(summary: str, name: str, serializer: type) -> dict:
+    """The OpenAPI description of a ProjectItemViewSet's list (extend_schema_view)."""
+    return {
+        "list": extend_schema(
+            summary=summary,
+            parameters=[
+                OpenApiParameter("cursor", str, description="The `next` link's cursor."),
+                OpenApiParameter("limit", int, description="Items a page (default 100)."),
+            ],
+            responses={
+                200: inline_serializer(
+                    name,
+                    {
+                        "results": serializer(many=True),
+                        "next": serializers.URLField(allow_null=True),
+                    },
+                )
+            },
+        )
+    }
+
+
+@extend_schema_view(
+    **_list_schema(
+        "List the project's alert rules with each group's state", "AlertRulePage",
+        AlertRuleSerializer,
+    )
+)  # fmt: skip
+class AlertRuleViewSet(ProjectItemViewSet):
+    serializer_class = AlertRuleSerializer
+
+    def items(self) -> QuerySet:
+        return Rule.objects.select_related("project").prefetch_related("channels", "states")
+
+
+# A channel's fields the caller cannot set: made by the model (secret) or kept by the workers.
+_CHANNEL_KEPT = [
+    "secret",
+    "disabled",
+    "consecutive_failures",
+    "last_error",
+    "last_attempt_at",
+    "created_at",
+]
 
 
 class AlertChannelSerializer(serializers.ModelSerializer):
@@ -197,28 +237,8 @@ class AlertChannelSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Channel
-        fields = [
-            "id",
-            "project",
-            "name",
-            "kind",
-            "url",
-            "addresses",
-            "secret",
-            "disabled",
-            "consecutive_failures",
-            "last_error",
-            "last_attempt_at",
-            "created_at",
-        ]
-        read_only_fields = [
-            "secret",
-            "disabled",
-            "consecutive_failures",
-            "last_error",
-            "last_attempt_at",
-            "created_at",
-        ]
+        fields = ["id", "project", "name", "kind", "url", "addresses", *_CHANNEL_KEPT]
+        read_only_fields = _CHANNEL_KEPT
 
     def to_representation(self, channel: Channel) -> dict:
         data = super().to_representation(channel)
@@ -242,59 +262,20 @@ class AlertChannelSerializer(serializers.ModelSerializer):
         return attrs
 
 
-class AlertChannelViewSet(viewsets.ModelViewSet):
-    authentication_classes = ReadView.authentication_classes
-    permission_classes = [CanManageAlerts]
+@extend_schema_view(
+    **_list_schema("List the project's alert channels", "AlertChannelPage", AlertChannelSerializer)
+)
+class AlertChannelViewSet(ProjectItemViewSet):
     serializer_class = AlertChannelSerializer
 
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):  # drf-spectacular has no real request
-            return Channel.objects.none()
-        channels = Channel.objects.select_related("project")
-        if self.action == "list":
-            return channels.filter(project=project_for_request(self.request))
-        # A channel is addressed by id, whichever of the caller's projects it belongs to.
-        return channels.filter(project_id__in=accessible_projects(self.request))
+    def items(self) -> QuerySet:
+        return Channel.objects.select_related("project")
 
     def get_serializer_context(self) -> dict:
         context = super().get_serializer_context()
-        if getattr(self, "swagger_fake_view", False):
-            return context
-        auth = self.request.auth
+        auth = getattr(self.request, "auth", None)
         context["show_secret"] = not isinstance(auth, ApiKey) or auth.scope == ApiKey.Scope.ALL
-        if self.action == "create":
-            context["project"] = project_for_request(self.request)
-        elif self.action in ("update", "partial_update"):
-            context["project"] = self.get_object().project
         return context
-
-    def perform_create(self, serializer) -> None:
-        serializer.save(project=serializer.context["project"])
-
-    @extend_schema(
-        summary="List the project's alert channels",
-        parameters=[
-            OpenApiParameter("cursor", str, description="The `next` link's cursor."),
-            OpenApiParameter("limit", int, description="Items a page (default 100)."),
-        ],
-        responses={
-            200: inline_serializer(
-                "AlertChannelPage",
-                {
-                    "results": AlertChannelSerializer(many=True),
-                    "next": serializers.URLField(allow_null=True),
-                },
-            )
-        },
-    )
-    def list(self, request, *args, **kwargs):
-        return page_response(
-            request,
-            self.get_queryset(),
-            CHANNEL_KEYSET,
-            self.get_serializer_class(),
-            context=self.get_serializer_context(),
-        )
 
     @extend_schema(
         summary="Enable a channel the workers disabled after repeated failures",

@@ -6,21 +6,11 @@ import json
 import os
 import re
 import sys
-import time
 
 import requests
 
+from tests.live import run_export_job, wait_until
 from workers import processes
-
-
-def _wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_it_starts_the_product_on_embedded_defaults(tmp_path):
@@ -47,7 +37,7 @@ def test_it_starts_the_product_on_embedded_defaults(tmp_path):
         log=log,
     )
     try:
-        banner = _wait_for(
+        banner = wait_until(
             lambda: (
                 "Decisionboard is running" in (text := (tmp_path / "serve.log").read_text())
                 and text
@@ -65,7 +55,7 @@ def test_it_starts_the_product_on_embedded_defaults(tmp_path):
             except requests.RequestException:  # not up yet, or too busy to answer in time
                 return False
 
-        _wait_for(up, 30, "the web server")
+        wait_until(up, 30, "the web server")
         session = requests.Session()
         session.get(f"{base}/accounts/login/")
         login = session.post(
@@ -102,22 +92,11 @@ def test_it_starts_the_product_on_embedded_defaults(tmp_path):
             page = session.get(f"{base}/").text
             return "Workers, last heartbeat" in page and "No worker has served" not in page
 
-        _wait_for(served, 60, "a heartbeat on every queue")
+        wait_until(served, 60, "a heartbeat on every queue")
 
         # The second worker (notifications and exports) runs an export job on the same broker.
         auth = {"Authorization": f"Bearer {api_key}"}
-        created = requests.post(
-            f"{base}/api/v1/exports", json={"format": "csv", "run_id": "smoke-run"},
-            headers=auth, timeout=10,
-        )  # fmt: skip
-        assert created.status_code == 201, created.text
-        job_url = f"{base}/api/v1/exports/{created.json()['id']}"
-
-        def finished():
-            job = requests.get(job_url, headers=auth, timeout=10).json()
-            return job if job["status"] in ("done", "failed") else None
-
-        job = _wait_for(finished, 60, "the export job")
+        job = run_export_job(base, auth, {"format": "csv", "run_id": "smoke-run"})
         assert job["status"] == "done" and job["rows"] == 1, job
     finally:
         processes.stop([proc], timeout=30)

@@ -22,22 +22,10 @@ import requests
 from records.models import ApiKey, Project
 from tests.conftest import database_url, need_service
 from tests.factories import record
+from tests.live import run_export_job, wait_until
 from workers import processes
 
 RANGE = {"from": "2026-11-20T00:00:00Z", "to": "2026-11-21T00:00:00Z", "interval": "day"}
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except requests.RequestException:  # not up yet, or too busy to answer in time
-            value = None
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @contextmanager
@@ -57,7 +45,7 @@ def redis_server(port: int, log: Path):
         env=dict(os.environ),
         log=log,
     ) as proc:
-        _wait(lambda: _ping(port), 10, "redis-server")
+        wait_until(lambda: _ping(port), 10, "redis-server")
         yield proc
 
 
@@ -88,7 +76,7 @@ def product(tmp_path: Path, redis_url: str):
         processes.running(jobs, env=env, log=tmp_path / "jobs-worker.log"),
     ):
         base = f"http://127.0.0.1:{port}"
-        _wait(lambda: requests.get(f"{base}/accounts/login/", timeout=10).ok, 30, "gunicorn")
+        wait_until(lambda: requests.get(f"{base}/accounts/login/", timeout=10).ok, 30, "gunicorn")
         yield base
 
 
@@ -127,24 +115,13 @@ def test_real_workers_on_redis_serve_the_metrics_api_and_run_an_export_job(tmp_p
         picks = [record("tool_choice.pick", data={"latencyMs": 100.0 + i}) for i in range(50)]
         swaps = [record("model_selection", data={"selected_model": "gpt-5"}) for _ in range(10)]
         assert post(base, ingest_key, picks + swaps).json()["accepted"] == 60
-        _wait(lambda: metric_total(base, read_key, "records") == 60, 60, "the rollups")
+        wait_until(lambda: metric_total(base, read_key, "records") == 60, 60, "the rollups")
         assert metric_total(base, read_key, "swap_rate") == 1.0
         p50 = metric_total(base, read_key, "classifier_latency_p50")
         assert p50 == pytest.approx(124.0, rel=0.01)  # lower median of 100..149
 
         auth = {"Authorization": f"Bearer {read_key}"}
-        created = requests.post(
-            f"{base}/api/v1/exports", json={"format": "jsonl", "kind": "model_selection"},
-            headers=auth, timeout=30,
-        )  # fmt: skip
-        assert created.status_code == 201, created.text
-        job_url = f"{base}/api/v1/exports/{created.json()['id']}"
-
-        def finished():
-            job = requests.get(job_url, headers=auth, timeout=30).json()
-            return job if job["status"] in ("done", "failed") else None
-
-        job = _wait(finished, 60, "the export job")
+        job = run_export_job(base, auth, {"format": "jsonl", "kind": "model_selection"})
         assert job["status"] == "done", job
         download = requests.get(job["download_url"], headers=auth, timeout=30)
         assert download.status_code == 200
@@ -170,7 +147,7 @@ def test_ingest_survives_a_redis_outage_and_the_worker_catches_up(tmp_path, keys
         product(tmp_path, redis_url) as base,
     ):
         assert post(base, ingest_key, [record() for _ in range(20)]).json()["accepted"] == 20
-        _wait(lambda: metric_total(base, read_key, "records") == 20, 60, "the first rollups")
+        wait_until(lambda: metric_total(base, read_key, "records") == 20, 60, "the first rollups")
 
         os.killpg(redis_proc.pid, signal.SIGKILL)
         redis_proc.wait()
@@ -193,7 +170,7 @@ def test_ingest_survives_a_redis_outage_and_the_worker_catches_up(tmp_path, keys
         ]
 
         with redis_server(redis_port, tmp_path / "redis-2.log"):
-            _wait(
+            wait_until(
                 lambda: metric_total(base, read_key, "records") == 50,
                 90,
                 "the worker to catch up after Redis returned",
