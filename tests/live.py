@@ -3,8 +3,10 @@ test_worker_integration)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import requests
@@ -39,3 +41,10 @@ def run_export_job(base: str, headers: dict, body: dict, timeout: float = 60) ->
         return job if job["status"] in ("done", "failed") else None
 
     return wait_until(finished, timeout, "the export job")
+
+
+def task_received(log: Path, task: str) -> bool:
+    """Whether the Celery worker that wrote `log` (loglevel INFO) received `task` of
+    workers.tasks."""
+    received = rf"Task workers\.tasks\.{task}\[[0-9a-f-]+\] received"
+    return re.search(received, log.read_text()) is not None

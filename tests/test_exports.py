@@ -34,8 +34,9 @@ from records.models import Membership, Record
 from tests import read_data
 from tests.conftest import need_service
 from tests.factories import record
+from tests.live import run_export_job, task_received
 from tests.read_data import at, post_records
-from tests.test_worker_integration import _wait, product
+from tests.test_worker_integration import product
 from workers import exports
 from workers.models import ExportJob
 
@@ -568,24 +569,17 @@ def test_a_real_worker_runs_an_export_job(tmp_path, transactional_db):
             timeout=30,
         )
         assert posted.json()["accepted"] == 120
-        job = requests.post(
-            f"{base}/api/v1/exports",
-            json={"format": "jsonl", "run_id": "run-1"},
-            headers=read,
-            timeout=30,
-        ).json()
-
-        def done():
-            body = requests.get(f"{base}/api/v1/exports/{job['id']}", headers=read, timeout=10)
-            return body.json() if body.json()["status"] == "done" else None
-
-        finished = _wait(done, 60, "the export job")
+        finished = run_export_job(base, read, {"format": "jsonl", "run_id": "run-1"})
+        assert finished["status"] == "done", finished
         assert finished["rows"] == 40
         download = requests.get(finished["download_url"], headers=read, timeout=30)
         ids = [json.loads(line)["id"] for line in download.text.splitlines()]
         assert sorted(ids) == sorted(r["id"] for r in records if r["run_id"] == "run-1")
         assert requests.get(finished["download_url"], timeout=10).status_code == 401
-        assert (tmp_path / "exports" / f"export-{job['id']}.jsonl").exists()
+        assert (tmp_path / "exports" / f"export-{finished['id']}.jsonl").exists()
+    # On the jobs worker (workers.queues routes exports there), never beside the catch-up.
+    assert task_received(tmp_path / "jobs-worker.log", "export_task")
+    assert not task_received(tmp_path / "worker.log", "export_task")
 
 
 def _redis_up(url: str) -> bool:
