@@ -214,7 +214,8 @@ def _streak_preview(rule: Rule, now: datetime, hours: int) -> Preview:
     )
     note = (
         "Streaks are folded by the hour: each line is a model's streak at the end of each hour, "
-        "a marker an hour in which it reached the threshold."
+        "a marker an hour in which it reached the threshold (the rule's for-duration is not "
+        "applied at this resolution)."
     )
     if len(models) > len(shown):
         note += f" Showing the {len(shown)} highest of {len(models)} models."
