@@ -11,6 +11,7 @@ domain code never imports the workers.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import time
@@ -25,7 +26,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from alerts.evaluate import OK, GroupState, Result, Sample, evaluate
-from alerts.models import AlertEvent, AlertState, Channel, Notification, Rule, rule_errors
+from alerts.models import AlertEvent, AlertState, Channel, Notification, Rule
 from alerts.windows import (
     STREAK,
     Query,
@@ -45,16 +46,9 @@ LEASE = timedelta(minutes=2)
 # A queued notification untouched for this long lost its task (a broker outage, a worker
 # killed mid-retry: the longest backoff is 4 minutes), so the tick enqueues it again.
 REQUEUE_AFTER = timedelta(minutes=15)
-_STATE_FIELDS = [
-    "state",
-    "severity",
-    "since",
-    "pending_since",
-    "notified_at",
-    "value",
-    "count",
-    "updated_at",
-]
+# An AlertState row's columns for a GroupState (the dataclass's fields), then when it was saved.
+_GROUP_STATE_FIELDS = tuple(f.name for f in dataclasses.fields(GroupState))
+_STATE_FIELDS = [*_GROUP_STATE_FIELDS, "updated_at"]
 
 
 @dataclass
@@ -123,18 +117,7 @@ class _Stored:
 
 
 Stored = dict[int, dict[str, _Stored]]
-_STORED_FIELDS = (
-    "pk",
-    "rule_id",
-    "group",
-    "state",
-    "severity",
-    "since",
-    "pending_since",
-    "notified_at",
-    "value",
-    "count",
-)
+_STORED_FIELDS = ("pk", "rule_id", "group", *_GROUP_STATE_FIELDS)
 
 
 def _stored_states(rules: list[Rule]) -> Stored:
@@ -170,7 +153,7 @@ def _evaluate_project(
 ) -> list[_Outcome]:
     valid: list[Rule] = []
     for rule in rules:
-        errors = _definition_errors(rule)
+        errors = rule.definition_errors()
         if errors:
             tick.failed[rule.pk] = f"invalid rule: {errors}"
             log.error("alert rule %s is invalid: %s", rule.pk, errors)
@@ -202,22 +185,6 @@ def _evaluate_project(
             continue
         outcomes.append(_Outcome(rule, result))
     return outcomes
-
-
-def _definition_errors(rule: Rule) -> dict:
-    return rule_errors(
-        metric=rule.metric,
-        agent=rule.agent,
-        model=rule.model,
-        classifier=rule.classifier,
-        kind=rule.kind,
-        match=rule.match,
-        group_by=rule.group_by,
-        comparator=rule.comparator,
-        threshold=rule.threshold,
-        warning_threshold=rule.warning_threshold,
-        window_minutes=rule.window_minutes,
-    )
 
 
 def _read(

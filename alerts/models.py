@@ -237,20 +237,12 @@ class Rule(models.Model):
             words.append(f"by {self.group_by}")
         return " ".join(words)
 
+    def definition_errors(self) -> dict:
+        """rule_errors() of this rule's metric, filters, grouping and condition."""
+        return rule_errors(**{name: getattr(self, name) for name in self.CONDITION_FIELDS})
+
     def clean(self) -> None:
-        errors = rule_errors(
-            metric=self.metric,
-            agent=self.agent,
-            model=self.model,
-            classifier=self.classifier,
-            kind=self.kind,
-            match=self.match,
-            group_by=self.group_by,
-            comparator=self.comparator,
-            threshold=self.threshold,
-            warning_threshold=self.warning_threshold,
-            window_minutes=self.window_minutes,
-        )
+        errors = self.definition_errors()
         if errors:
             raise ValidationError(errors)
 

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from django.utils import timezone
 
 from alerts.evaluate import FIRING, TRANSITION, Sample, replay
-from alerts.models import Rule, rule_errors
+from alerts.models import Rule
 from alerts.windows import STREAK, RowIndex, fold_by_minute, read_rows, slide, window_start
 from records.metrics import streak_history
 from records.models import Grain
@@ -46,19 +46,7 @@ def _label(group: str, rule: Rule) -> str:
 
 def preview_rule(rule: Rule, *, now: datetime | None = None, hours: int = 24) -> Preview:
     """The preview of a rule, saved or not (it needs `project_id` and its definition)."""
-    errors = rule_errors(
-        metric=rule.metric,
-        agent=rule.agent,
-        model=rule.model,
-        classifier=rule.classifier,
-        kind=rule.kind,
-        match=rule.match,
-        group_by=rule.group_by,
-        comparator=rule.comparator,
-        threshold=rule.threshold,
-        warning_threshold=rule.warning_threshold,
-        window_minutes=rule.window_minutes,
-    )
+    errors = rule.definition_errors()
     if errors:
         raise ValueError(f"the rule cannot be previewed: {errors}")
     now = now or timezone.now()
@@ -114,23 +102,37 @@ def preview_rule(rule: Rule, *, now: datetime | None = None, hours: int = 24) ->
             marker={"color": _RED, "size": 6, "symbol": "x"},
         )
     )
+    note = ""
+    if len(groups) > len(shown):
+        note = f"Showing the {len(shown)} busiest of {len(groups)} groups."
+    return _preview(fig, rule, hours, rule.metric_label, fired, len(shown), len(groups), note)
+
+
+def _preview(
+    fig: go.Figure,
+    rule: Rule,
+    hours: int,
+    y_title: str,
+    fired: list[tuple[datetime, str, float | None]],
+    shown: int,
+    total: int,
+    note: str,
+) -> Preview:
+    """The threshold lines, the layout both previews share, and the Preview around them."""
     _thresholds(fig, rule)
     fig.update_layout(
         height=340,
         margin={"l": 50, "r": 20, "t": 30, "b": 40},
         xaxis={"title": {"text": "time (UTC)"}},
-        yaxis={"title": {"text": rule.metric_label}},
+        yaxis={"title": {"text": y_title}},
         legend={"orientation": "h", "y": -0.2},
         title={"text": f"{rule.describe()}: past {hours} h", "font": {"size": 13}},
     )
-    note = ""
-    if len(groups) > len(shown):
-        note = f"Showing the {len(shown)} busiest of {len(groups)} groups."
     return Preview(
         figure=json.loads(fig.to_json()),
         fired=fired,
-        groups_shown=len(shown),
-        groups_total=len(groups),
+        groups_shown=shown,
+        groups_total=total,
         note=note,
     )
 
@@ -203,15 +205,6 @@ def _streak_preview(rule: Rule, now: datetime, hours: int) -> Preview:
             marker={"color": _RED, "size": 7, "symbol": "x"},
         )
     )
-    _thresholds(fig, rule)
-    fig.update_layout(
-        height=340,
-        margin={"l": 50, "r": 20, "t": 30, "b": 40},
-        xaxis={"title": {"text": "time (UTC)"}},
-        yaxis={"title": {"text": "contract-broken streak"}},
-        legend={"orientation": "h", "y": -0.2},
-        title={"text": f"{rule.describe()}: past {hours} h", "font": {"size": 13}},
-    )
     note = (
         "Streaks are folded by the hour: each line is a model's streak at the end of each hour, "
         "a marker an hour in which it reached the threshold (the rule's for-duration is not "
@@ -219,10 +212,6 @@ def _streak_preview(rule: Rule, now: datetime, hours: int) -> Preview:
     )
     if len(models) > len(shown):
         note += f" Showing the {len(shown)} highest of {len(models)} models."
-    return Preview(
-        figure=json.loads(fig.to_json()),
-        fired=fired,
-        groups_shown=len(shown),
-        groups_total=len(models),
-        note=note,
+    return _preview(
+        fig, rule, hours, "contract-broken streak", fired, len(shown), len(models), note
     )

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from dashboard import figures, rollups
 from dashboard.access import get_project_for_user
-from dashboard.params import chart_params
+from dashboard.params import chart_context, chart_params
 
 VERDICT_CLASSES = ("allow", "block", "parse_error", "unavailable")
 
@@ -43,11 +43,7 @@ def classifiers_page(request: HttpRequest) -> HttpResponse:
     reasons, reason_models = by_second(data["role_defaulted"])
     agreement = {"first-pick agreement": data["agreement"]}
     context = {
-        "project": project,
-        "data": data,
-        "periods": rollups.PERIODS.values(),
-        "agent": ",".join(agents),
-        "error": error,
+        **chart_context(project, data, agents, error),
         "latency_figure": figures.classifier_latency(data["latency"]),
         "skips_figure": figures.bars(
             [t["group"]["reason"] for t in skip_totals],

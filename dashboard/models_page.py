@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from dashboard import figures, rollups
 from dashboard.access import get_project_for_user
-from dashboard.params import chart_params
+from dashboard.params import chart_context, chart_params
 
 
 @login_required
@@ -20,11 +20,7 @@ def models_page(request: HttpRequest) -> HttpResponse:
     period, agents, error = chart_params(request)
     data = rollups.models_page(project.pk, timezone.now(), period.name, agents)
     context = {
-        "project": project,
-        "data": data,
-        "periods": rollups.PERIODS.values(),
-        "agent": ",".join(agents),
-        "error": error,
+        **chart_context(project, data, agents, error),
         "matrix_figure": figures.swap_matrix(data["matrix"]) if data["matrix"] else None,
         "swaps_figure": figures.percent_lines(data["swap_series"], "swap rate"),
         "paths_figure": figures.model_paths(data["paths"]) if data["paths"] else None,

@@ -11,7 +11,7 @@ from django.utils import timezone
 from alerts.firing import firing_alerts
 from dashboard import figures, rollups
 from dashboard.access import get_project_for_user, operator_projects
-from dashboard.params import chart_params
+from dashboard.params import chart_context, chart_params
 from dashboard.runs import run_row
 from records.models import Run
 from records.rollup import freshness
@@ -35,11 +35,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     period, agents, error = chart_params(request)
     data = rollups.overview(project.pk, timezone.now(), period.name, agents)
     context = {
-        "project": project,
-        "data": data,
-        "periods": rollups.PERIODS.values(),
-        "agent": ",".join(agents),
-        "error": error,
+        **chart_context(project, data, agents, error),
         "records_figure": figures.records_by_kind(data["records_by_kind"]),
         "latency_figure": figures.latency_by_model(data["latency_by_model"]),
         "rates_figure": figures.rates_over_time(data["rates"], RATE_LABELS),

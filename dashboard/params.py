@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 
-from dashboard.rollups import Period, get_period
+from dashboard.rollups import PERIODS, Period, get_period
 from records.filters import PARAMS, FilterError, Filters, parse_filters
 
 
@@ -36,3 +36,15 @@ def chart_params(request: HttpRequest) -> tuple[Period, list[str], FilterError |
     except FilterError as exc:
         return period, [], exc
     return period, agents, None
+
+
+def chart_context(project, data: dict, agents: list[str], error: FilterError | None) -> dict:
+    """What every chart page's template reads besides its figures: the project, the page's
+    data, the period choices, the agent filter as typed and a bad parameter's error."""
+    return {
+        "project": project,
+        "data": data,
+        "periods": PERIODS.values(),
+        "agent": ",".join(agents),
+        "error": error,
+    }

@@ -431,8 +431,6 @@ def query_metric(
 
 
 # --- contract-broken streaks over time -----------------------------------------------------------
-_SEGMENT_FIELDS = ("has_ruling", "prefix", "suffix", "longest", "last_broken_at", "last_ts",
-                   "last_key")  # fmt: skip
 
 
 def streak_history(
@@ -452,14 +450,14 @@ def streak_history(
     for model, *fields in (
         segments.filter(grain=Grain.DAY, bucket__lt=first_day)
         .order_by("model", "bucket")
-        .values_list("model", *_SEGMENT_FIELDS)
+        .values_list("model", *streaks.FIELDS)
     ):
         states[model] = streaks.combine(states[model], streaks.Segment(*fields))
     hours: dict[str, dict[datetime, streaks.Segment]] = defaultdict(dict)
     for model, bucket, *fields in (
         segments.filter(grain=Grain.HOUR, bucket__gte=first_day, bucket__lt=end)
         .order_by("model", "bucket")
-        .values_list("model", "bucket", *_SEGMENT_FIELDS)
+        .values_list("model", "bucket", *streaks.FIELDS)
     ):
         hours[model][bucket] = streaks.Segment(*fields)
     times = []

@@ -350,9 +350,7 @@ def _minute_segments(batch: _Batch, last_id: int) -> dict[tuple, streaks.Segment
 
 def _raw_verdicts(keys: list[tuple], last_id: int) -> dict[tuple, list]:
     wanted = set(keys)
-    by_project: dict[int, set] = defaultdict(set)
-    for project, model, _ in keys:
-        by_project[project].add(model)
+    by_project = _models_by_project(keys)
     out: dict[tuple, list] = defaultdict(list)
     start = min(k[2] for k in keys)
     end = max(k[2] for k in keys) + timedelta(minutes=1)
@@ -370,17 +368,22 @@ def _raw_verdicts(keys: list[tuple], last_id: int) -> dict[tuple, list]:
     return out
 
 
-_SEGMENT_FIELDS = ("model", "bucket", "has_ruling", "prefix", "suffix", "longest",
-                   "last_broken_at", "last_ts", "last_key")  # fmt: skip
+def _models_by_project(keys) -> dict[int, set[str]]:
+    """{project: its models} of (project, model, bucket) keys: one query per project."""
+    out: dict[int, set[str]] = defaultdict(set)
+    for project, model, _ in keys:
+        out[project].add(model)
+    return out
+
+
+_SEGMENT_FIELDS = ("model", "bucket", *streaks.FIELDS)
 
 
 def _fold_children(child: str, parent: str, keys: set[tuple]) -> dict[tuple, streaks.Segment]:
     """Each parent bucket's segment: the fold of its children, read in one query per project."""
     children: dict[tuple, list[streaks.Segment]] = defaultdict(list)
     span = timedelta(hours=1) if parent == Grain.HOUR else timedelta(days=1)
-    by_project: dict[int, set] = defaultdict(set)
-    for project, model, _ in keys:
-        by_project[project].add(model)
+    by_project = _models_by_project(keys)
     for project, models in by_project.items():
         buckets = [b for p, _, b in keys if p == project]
         rows = (
@@ -399,9 +402,7 @@ def _fold_children(child: str, parent: str, keys: set[tuple]) -> dict[tuple, str
 def _load_segments(grain: str, keys: list[tuple]) -> dict[tuple, streaks.Segment]:
     out = {}
     wanted = set(keys)
-    by_project: dict[int, set] = defaultdict(set)
-    for project, model, _ in keys:
-        by_project[project].add(model)
+    by_project = _models_by_project(keys)
     for project, models in by_project.items():
         buckets = {k[2] for k in keys if k[0] == project}
         for s in StreakSegment.objects.filter(project_id=project, grain=grain, model__in=models,
@@ -415,22 +416,18 @@ def _save_segments(grain: str, segments: dict[tuple, streaks.Segment]) -> None:
     StreakSegment.objects.bulk_create(
         [
             StreakSegment(project_id=project, model=model, grain=grain, bucket=bucket,
-                          has_ruling=seg.has_ruling, prefix=seg.prefix, suffix=seg.suffix,
-                          longest=seg.longest, last_broken_at=seg.last_broken_at,
-                          last_ts=seg.last_ts, last_key=seg.last_key)
+                          **{name: getattr(seg, name) for name in streaks.FIELDS})
             for (project, model, bucket), seg in segments.items()
         ],
         update_conflicts=True,
         unique_fields=["project", "model", "grain", "bucket"],
-        update_fields=["has_ruling", "prefix", "suffix", "longest", "last_broken_at", "last_ts",
-                       "last_key"],
+        update_fields=list(streaks.FIELDS),
         batch_size=1000,
     )  # fmt: skip
 
 
 def _segment(s: StreakSegment) -> streaks.Segment:
-    return streaks.Segment(s.has_ruling, s.prefix, s.suffix, s.longest, s.last_broken_at,
-                           s.last_ts, s.last_key)  # fmt: skip
+    return streaks.Segment(*(getattr(s, name) for name in streaks.FIELDS))
 
 
 def _db_time(value: datetime):

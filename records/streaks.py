@@ -16,7 +16,7 @@ recomputes its own minute from the raw verdicts. The current streak is the suffi
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 RULED = frozenset({"allow", "block"})
@@ -45,6 +45,8 @@ class Segment:
 
 
 EMPTY = Segment()
+# A segment's fields, which are also the StreakSegment model's columns for it.
+FIELDS = tuple(f.name for f in fields(Segment))
 
 
 def combine(left: Segment, right: Segment) -> Segment:
