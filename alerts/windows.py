@@ -27,14 +27,14 @@ import orjson
 from django.db.models import Sum, TextField
 from django.db.models.functions import Cast
 
+from records import keys
+from records.keys import CLASSIFICATION, PICKS, VERDICT
 from records.metrics import METRICS, Quantile, Rate, Row, Total
 from records.models import Grain, Rollup
 from records.rollup import truncate
 from records.sketch import Sketch
 
 STREAK = "contract_broken_streak"
-PICKS = ("tool_choice.pick", "tool_choice.pick_error")
-VERDICT = "classifier.verdict"
 MAX_WINDOW_MINUTES = 24 * 60
 HOUR = 60
 
@@ -68,6 +68,8 @@ MATCH_KEYS: dict[str, tuple[str, ...]] = {
     "model_call_latency_p95": ("provider",),
     "model_call_latency_p99": ("provider",),
     "model_call_tokens": ("provider",),
+    "violation_rate": ("code",),
+    "violations": ("kind", "code"),
 }
 
 
@@ -84,14 +86,14 @@ def group_bys(metric: str) -> tuple[str, ...]:
 
 def classifier_applies(metric: str) -> bool:
     kinds = metric_kinds(metric)
-    return metric == STREAK or bool(kinds) and set(kinds) <= {*PICKS, VERDICT}
+    return metric == STREAK or bool(kinds) and set(kinds) <= {*PICKS, VERDICT, CLASSIFICATION}
 
 
 def _classifier_of(row: Row) -> str:
-    """The classifier a row is about: the pick's classifier model, or a verdict's seat model."""
+    """The classifier a row is about: the pick's classifier model, a verdict's seat model, or
+    a classification's (whose row model is its seat)."""
     if row.kind == VERDICT:
-        parts = row.key.split("|")
-        return parts[2] if len(parts) > 2 else row.model
+        return keys.decode(VERDICT, row.key)["seat"] or row.model
     return row.model
 
 
@@ -112,11 +114,6 @@ class Query:
     @property
     def kinds(self) -> tuple[str, ...]:
         return (self.kind,) if self.kind else metric_kinds(self.metric)
-
-    @property
-    def model_is_row_model(self) -> bool:
-        # Ladder fallbacks group by the seat model inside the rollup key, not the row's model.
-        return self.metric != "ladder_fallback_rate"
 
 
 def query_errors(query: Query) -> dict[str, list[str]]:
@@ -203,8 +200,10 @@ def _contributions(
 ) -> Iterator[tuple[str, datetime, tuple]]:
     metric = METRICS[query.metric]
     match = dict(query.match)
-    # Every pick is in the denominator of every skip reason's rate: the per-reason variant.
-    contribute = dict(metric.variants)["reason"] if "reason" in match else metric.contribute
+    # A pinned dimension that has its own variant (every pick is in the denominator of every
+    # skip reason's rate) reads the rows through that variant.
+    variants = dict(metric.variants)
+    contribute = next((variants[k] for k in match if k in variants), metric.contribute)
     kinds = set(query.kinds)
     for row in rows:
         if since is not None and row.bucket < since:
@@ -317,11 +316,11 @@ class RowIndex:
             by_model = self.by_kind.get(kind)
             if not by_model:
                 continue
-            if query.model and query.model_is_row_model:
+            if query.model:
                 yield from by_model.get(query.model, ())
-            elif kind == VERDICT and (query.classifier or query.model):
-                # The ladder groups by seat model, and `classifier` is the seat of a verdict.
-                yield from self.verdicts_by_seat.get(query.classifier or query.model, ())
+            elif kind == VERDICT and query.classifier:
+                # `classifier` is the seat of a verdict.
+                yield from self.verdicts_by_seat.get(query.classifier, ())
             else:
                 for rows in by_model.values():
                     yield from rows

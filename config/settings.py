@@ -215,7 +215,6 @@ DECISIONBOARD = {
     # otherwise each process counts on its own.
     "INGEST_RATE_LIMIT": env_rate("DECISIONBOARD_INGEST_RATE_LIMIT", "1000/s"),
     "MAX_DATA_BYTES": env_size("DECISIONBOARD_MAX_DATA_BYTES", "256KB"),
-    "MAX_ARRAY_ITEMS": env_int("DECISIONBOARD_MAX_ARRAY_ITEMS", 1000, minimum=1),
     "MAX_FUTURE_SECONDS": env_int("DECISIONBOARD_MAX_FUTURE_SECONDS", 300, minimum=0),
     # After each ingest commit, enqueue a (debounced) catch-up so rollups follow within seconds.
     "NUDGE_WORKERS": env_bool("DECISIONBOARD_NUDGE_WORKERS", True),

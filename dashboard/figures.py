@@ -25,6 +25,8 @@ from typing import Any
 import orjson
 import plotly.graph_objects as go
 
+from records.keys import model_label
+
 # One colour per series position, and the marks of the pick chart.
 PALETTE = ("#3a5bd9", "#e8833a", "#2e9e6b", "#c0392b", "#8e6bbf", "#8c6d31", "#d45fa8",
            "#6c7a89", "#17a2b8", "#b8a000")  # fmt: skip
@@ -128,7 +130,19 @@ def _figure(data: Iterable[dict], **layout: Any) -> Figure:
 
 
 def _label(group: dict) -> str:
-    return " · ".join(plain(v) if v else f"(no {k})" for k, v in group.items()) or "all"
+    return " · ".join(_value_label(k, v) for k, v in group.items()) or "all"
+
+
+def _value_label(name: str, value: Any) -> str:
+    if name == "model":
+        return plain(model_label(value))
+    return plain(value) if value else f"(no {name})"
+
+
+def _drawn(series: Sequence[dict]) -> list[dict]:
+    """The series to draw as lines: a group of records that reported no model is counted in
+    totals and told beside the chart, never a line that sets the chart's scale (DESIGN §4)."""
+    return [s for s in series if not ("model" in s["group"] and not s["group"]["model"])]
 
 
 def _colour(i: int) -> str:
@@ -136,7 +150,8 @@ def _colour(i: int) -> str:
 
 
 def _lines(series: Sequence[dict], *, percent: bool = False) -> list[dict]:
-    """API-shaped series ([{"group", "points": [{"t", "value", "count"}]}]) as lines."""
+    """API-shaped series ([{"group", "points": [{"t", "value", "count"}]}]) as lines (those of
+    records that named no model left out: see _drawn)."""
     return [
         _trace(
             "Scatter",
@@ -150,7 +165,7 @@ def _lines(series: Sequence[dict], *, percent: bool = False) -> list[dict]:
             line={"color": _colour(i), "width": 2},
             hovertemplate="%{y" + (":.1%" if percent else ":,.4~g") + "} (n=%{customdata})",
         )
-        for i, s in enumerate(series)
+        for i, s in enumerate(_drawn(series))
     ]
 
 
@@ -296,7 +311,8 @@ _DASHES = {0: "dot", 1: "solid", 2: "dash"}
 def classifier_latency(latency: dict[str, list[tuple]]) -> Figure:
     """p50 (dotted), p95 (solid) and p99 (dashed) per classifier model over time."""
     traces = []
-    for i, (model, points) in enumerate(latency.items()):
+    drawn = [(model, points) for model, points in latency.items() if model]  # see _drawn
+    for i, (model, points) in enumerate(drawn):
         for q_index, q in enumerate(("p50", "p95", "p99")):
             traces.append(
                 _trace(
@@ -304,7 +320,7 @@ def classifier_latency(latency: dict[str, list[tuple]]) -> Figure:
                     {
                         "x": [when(p[0]) for p in points],
                         "y": [p[1 + q_index] for p in points],
-                        "name": f"{plain(model or '(no model)')} {q}",
+                        "name": f"{plain(model)} {q}",
                         "legendgroup": plain(model),
                     },
                     mode="lines+markers" if len(points) < 3 else "lines",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from records import keys
+
 
 def duration_ms(value: float | None) -> str:
     """1234.5 → "1,235 ms"; 65432 → "65.4 s"; None → "—"."""
@@ -52,3 +54,20 @@ def change_tone(value: float | None, rise_is_bad: bool) -> str:
     if value is None or abs(value) < 0.005:
         return "flat"
     return "bad" if (value > 0) == rise_is_bad else "good"
+
+
+def tokens(tokens_in: int | None, tokens_out: int | None) -> str:
+    """Token usage as reported: "3,700 in / 120 out"; a side not reported says so, never 0."""
+    if tokens_in is None and tokens_out is None:
+        return "not reported"
+
+    def side(value: int | None) -> str:
+        return "not reported" if value is None else f"{value:,}"
+
+    return f"{side(tokens_in)} in / {side(tokens_out)} out"
+
+
+def model_label(model: str | None) -> str:
+    """A metric's model as pages show it; a record that named none reads "(model not
+    reported)" everywhere (records.keys.NO_MODEL_LABEL)."""
+    return keys.model_label(model)

@@ -26,6 +26,18 @@ from django.db.models import BigIntegerField, Count, Q, QuerySet, Sum, TextField
 from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
+from records import keys
+from records.keys import (
+    CLASSIFICATION,
+    MODEL_CALL,
+    NOTICE,
+    OUTCOME,
+    PICKS,
+    PROVIDER_ERROR,
+    RECORD_KINDS,
+    SELECTION,
+    VERDICT,
+)
 from records.metrics import (
     INTERVALS,
     METRICS,
@@ -38,14 +50,6 @@ from records.metrics import (
 from records.models import Grain, Run, Streak
 from records.rollup import truncate
 from records.sketch import Sketch
-
-PICKS = ("tool_choice.pick", "tool_choice.pick_error")
-VERDICT = "classifier.verdict"
-NOTICE = "notice"
-SELECTION = "model_selection"
-PROVIDER_ERROR = "provider.error"
-MODEL_CALL = "model_call"
-OUTCOME = "tool_choice.outcome"
 
 
 @dataclass(frozen=True)
@@ -259,11 +263,6 @@ def sketch_rows(
     ]
 
 
-def _part(key: str, index: int) -> str:
-    parts = key.split("|")
-    return parts[index] if index < len(parts) else ""
-
-
 # --- overview ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Kpi:
@@ -318,7 +317,7 @@ def overview(project_id: int, now: datetime, period_name: str, agents: list[str]
     previous_start = start - period.span
     interval = period.interval
     kinds = count_rows(
-        project_id, interval, previous_start, end, agents=agents, columns=("bucket", "kind")
+        project_id, interval, previous_start, end, RECORD_KINDS, agents, columns=("bucket", "kind")
     )
     records_now = [r for r in kinds if r.bucket >= start]
     records_before = [r for r in kinds if r.bucket < start]
@@ -382,7 +381,8 @@ def overview(project_id: int, now: datetime, period_name: str, agents: list[str]
         "end": end,
         "kpis": kpis,
         "records_by_kind": records_by_kind["series"],
-        "latency_by_model": [series for series in latency if series["points"]],
+        # Records that named no classifier model count in the KPI, not as a line (DESIGN §4).
+        "latency_by_model": [s for s in latency if s["points"] and s["group"]["model"]],
         "rates": rates,
     }
 
@@ -409,22 +409,19 @@ def models_page(project_id: int, now: datetime, period_name: str, agents: list[s
     refused: Counter = Counter()  # (provider, model) -> refused forced tool choices
     errors: Counter = Counter()  # (provider, model, error) -> provider errors
     for row in rows:
+        key = keys.decode(row.kind, row.key)
         if row.kind == SELECTION:
-            # The key is "selected|previous" (records.derive); rows stored before it carried
-            # the previous model have no "|" and count in the matrix only.
-            selected = _part(row.key, 0)
-            matrix[(row.model, selected)] += row.count
-            if "|" in row.key:
-                paths[(_part(row.key, 1) or START, selected)] += row.count
+            matrix[(row.model, key["selected"])] += row.count
+            paths[(key["previous"] or START, key["selected"])] += row.count
         elif row.kind == PROVIDER_ERROR:
-            provider, error, was_refused = _part(row.key, 0), _part(row.key, 1), _part(row.key, 2)
-            errors[(provider, row.model, error)] += row.count
-            if was_refused == "1":
-                refused[(provider, row.model)] += row.count
+            errors[(key["provider"], row.model, key["error"])] += row.count
+            if key["refused"] == "1":
+                refused[(key["provider"], row.model)] += row.count
     calls: dict[tuple[str, str], dict] = {}
     for row in calls_rows:
+        provider = keys.decode(MODEL_CALL, row.key)["provider"]
         cell = calls.setdefault(
-            (row.key, row.model), {"sketch": Quantile(0.5), "count": 0, "tokens": 0}
+            (provider, row.model), {"sketch": Quantile(0.5), "count": 0, "tokens": 0}
         )
         cell["sketch"].add(row.sketch)
         cell["count"] += row.count
@@ -456,7 +453,7 @@ def models_page(project_id: int, now: datetime, period_name: str, agents: list[s
 
 
 # --- classifiers -------------------------------------------------------------------------------
-_CLASSIFIER_COUNTS = (*PICKS, OUTCOME, VERDICT, NOTICE)
+_CLASSIFIER_COUNTS = (*PICKS, OUTCOME, VERDICT, NOTICE, CLASSIFICATION)
 QUANTILES = (0.5, 0.95, 0.99)
 
 
@@ -474,11 +471,11 @@ def classifiers_page(project_id: int, now: datetime, period_name: str, agents: l
     for row in rows:
         if row.kind != NOTICE:
             continue
-        code = _part(row.key, 0)
-        if code == "classifier.unavailable":
-            unavailable[(_part(row.key, 1) or "unrecorded", _part(row.key, 2))] += row.count
-        elif code == "classifier.role_defaulted":
-            role_defaulted[(_part(row.key, 1) or "unrecorded", row.model)] += row.count
+        key = keys.decode(NOTICE, row.key)
+        if key["code"] == "classifier.unavailable":
+            unavailable[(key["cause"] or "unrecorded", key["disposition"])] += row.count
+        elif key["code"] == "classifier.role_defaulted":
+            role_defaulted[(key["reason"] or "unrecorded", row.model)] += row.count
     latency = {
         model: [(t, *(by_time[t].quantile(q) for q in QUANTILES)) for t in sorted(by_time)]
         for model, by_time in sorted(sketches.items())
@@ -493,6 +490,9 @@ def classifiers_page(project_id: int, now: datetime, period_name: str, agents: l
         for model, sketch in totals.items()
     ]
     rows_by_kind = by_kind(rows)
+    # Picks and pick errors that named no classifier model: counted in every total and listed
+    # in the tables, never drawn as a per-model line (DESIGN §4).
+    unreported = sum(t["count"] for t in latency_totals if not t["model"])
 
     def fold(name: str, group_by: str | None = None) -> dict:
         return grouped(name, rows, start, end, period.interval, group_by=group_by)
@@ -504,6 +504,7 @@ def classifiers_page(project_id: int, now: datetime, period_name: str, agents: l
         "end": end,
         "latency": latency,
         "latency_totals": latency_totals,
+        "unreported_model": unreported,
         "skip_series": skips["series"],
         "skip_totals": skips["totals"],
         "skip_overall": overall("narrowing_skip_rate", rows_by_kind),

@@ -18,6 +18,7 @@ from typing import Any
 from django.utils.html import format_html_join
 
 from dashboard.format import offset
+from dashboard.format import tokens as format_tokens
 
 PICK = "tool_choice.pick"
 PICK_ERROR = "tool_choice.pick_error"
@@ -226,6 +227,9 @@ _FLAGS = (("is_swap", "swap"), ("is_fallback", "fallback"), ("is_error", "error"
 
 def item_of(record: dict, start: datetime, iteration: int | None) -> Item:
     title, details = describe(record["kind"], record["data"], record["derived"])
+    violations = _violations(record["derived"])
+    if violations:
+        details.append(("broken contract", ", ".join(violations)))
     return Item(
         id=record["id"],
         kind=record["kind"],
@@ -237,9 +241,15 @@ def item_of(record: dict, start: datetime, iteration: int | None) -> Item:
         latency_ms=record["latency_ms"],
         title=title,
         details=details,
-        flags=[label for column, label in _FLAGS if record.get(column)],
+        flags=[label for column, label in _FLAGS if record.get(column)]
+        + (["violation"] if violations else []),
         pick_iteration=record["iteration"] if record["kind"] in PICKS else None,
     )
+
+
+def _violations(derived: Any) -> list[str]:
+    codes = derived.get("violations") if isinstance(derived, dict) else None
+    return [str(code) for code in codes] if isinstance(codes, list) else []
 
 
 def build(
@@ -326,8 +336,11 @@ def pick_detail(records: Iterable[dict], iteration: int) -> dict | None:
         "message": data.get("message"),
         "confidence": data.get("confidence"),
         "latency_ms": data.get("latencyMs"),
-        "tokens_in": usage.get("inputTokens") if isinstance(usage, dict) else None,
-        "tokens_out": usage.get("outputTokens") if isinstance(usage, dict) else None,
+        "tokens": format_tokens(
+            usage.get("inputTokens") if isinstance(usage, dict) else None,
+            usage.get("outputTokens") if isinstance(usage, dict) else None,
+        ),
+        "violations": list(derived.get("violations") or ()),
         "outcome": {
             "present": out["outcome"] is not None,
             "called": list(outcome.get("called") or ()),

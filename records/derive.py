@@ -12,7 +12,9 @@ from typing import Any
 
 import orjson
 
+from records import keys
 from records import schema as s
+from records.keys import NOTICE_SPLITS, encode
 
 
 @dataclass(slots=True)
@@ -31,7 +33,81 @@ class Derived:
     rollup_key: str = ""
     tokens_in: int | None = None
     tokens_out: int | None = None
+    # Every model the record names besides `model` (selected and previous model, seat model,
+    # a notice's from / to): what the `model` filter matches too (DESIGN §5).
+    other_models: tuple[str, ...] = ()
+    # Promises of the sending framework that the record breaks (DESIGN §3): kept, flagged.
+    violations: list[str] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
+
+
+# --- contract violations (DESIGN §3) --------------------------------------------------------------
+# A record that breaks a promise of its framework is stored and flagged with these codes, never
+# rejected: the evidence of a broken contract is what an operator needs to see.
+PICK_VIOLATIONS = (
+    "chosen_not_offered",  # the pick's chosen tool is not one of offered
+    "ranked_not_offered",  # a ranked name is not one of offered
+    "ranked_repeated",  # a name ranked twice
+    "ranked_scores_rising",  # ranked is not highest score first
+    "ranked_tie_out_of_order",  # equal scores not in offered order
+    "unnarrowed_tool_not_served",  # narrowed false, yet an offered tool was not served
+    "skipped_while_narrowed",  # narrowedSkipped given with narrowed true
+)
+VERDICT_VIOLATIONS = (
+    "ruled_without_verdict",  # outcome ruled, no verdict
+    "verdict_without_ruling",  # a verdict with another outcome
+    "form_without_parse_error",  # form given with an outcome other than parse_error
+    "cause_without_unavailable",  # cause given with an outcome other than unavailable
+    "disposition_without_unavailable",  # disposition given likewise
+)
+# Found by the catch-up pass, which sees the run's other records (records.rollup).
+NOTICE_REPEATED = "notice_repeated_in_run"
+VIOLATION_CODES = (*PICK_VIOLATIONS, *VERDICT_VIOLATIONS, NOTICE_REPEATED)
+# Notices an engine files at most once per run (they report how the run was configured).
+ONCE_PER_RUN_NOTICES = frozenset(
+    {"classifier.role_defaulted", "config.auto_mode_classifier_fallback_invalid"}
+)
+
+
+def pick_violations(d: s.Pick) -> list[str]:
+    offered = {name: i for i, name in enumerate(d.offered)}
+    found = []
+    if d.chosen is not None and d.chosen not in offered:
+        found.append("chosen_not_offered")
+    names = [tool.name for tool in d.ranked]
+    if any(name not in offered for name in names):
+        found.append("ranked_not_offered")
+    if len(set(names)) != len(names):
+        found.append("ranked_repeated")
+    pairs = list(zip(d.ranked, d.ranked[1:], strict=False))
+    if any(a.score < b.score for a, b in pairs):
+        found.append("ranked_scores_rising")
+    if any(
+        a.score == b.score and offered.get(a.name, -1) > offered.get(b.name, len(offered))
+        for a, b in pairs
+    ):
+        found.append("ranked_tie_out_of_order")
+    if not d.narrowed and not offered.keys() <= set(d.served):
+        found.append("unnarrowed_tool_not_served")
+    if d.narrowed and d.narrowedSkipped is not None:
+        found.append("skipped_while_narrowed")
+    return found
+
+
+def verdict_violations(d: s.Verdict) -> list[str]:
+    ruled = d.outcome == "ruled"
+    found = []
+    if ruled and d.verdict is None:
+        found.append("ruled_without_verdict")
+    if not ruled and d.verdict is not None:
+        found.append("verdict_without_ruling")
+    if d.form is not None and d.outcome != "parse_error":
+        found.append("form_without_parse_error")
+    if d.cause is not None and d.outcome != "unavailable":
+        found.append("cause_without_unavailable")
+    if d.disposition is not None and d.outcome != "unavailable":
+        found.append("disposition_without_unavailable")
+    return found
 
 
 def derive_pick(d: s.Pick) -> Derived:
@@ -43,9 +119,10 @@ def derive_pick(d: s.Pick) -> Derived:
         iteration=d.iteration,
         latency_ms=d.latencyMs,
         skip_reason=d.narrowedSkipped,
-        rollup_key=d.narrowedSkipped or "",
+        rollup_key=encode(keys.PICK, {"skip_reason": d.narrowedSkipped}),
         tokens_in=usage.inputTokens,
         tokens_out=usage.outputTokens,
+        violations=pick_violations(d),
         fields={"doors": doors},
     )
 
@@ -57,14 +134,16 @@ def derive_pick_error(d: s.PickError) -> Derived:
         latency_ms=d.latencyMs,
         skip_reason=d.narrowedSkipped,
         is_error=True,
-        rollup_key=d.narrowedSkipped or "",
+        rollup_key=encode(keys.PICK_ERROR, {"skip_reason": d.narrowedSkipped}),
     )
 
 
 def derive_outcome(d: s.Outcome) -> Derived:
     agreement = {True: "agree", False: "disagree", None: ""}[d.firstAgrees]
     return Derived(
-        iteration=d.iteration, rollup_key=agreement, fields={"missed": d.miss is not None}
+        iteration=d.iteration,
+        rollup_key=encode(keys.OUTCOME, {"agreement": agreement}),
+        fields={"missed": d.miss is not None},
     )
 
 
@@ -75,9 +154,12 @@ def derive_model_selection(d: s.ModelSelection) -> Derived:
         model=d.default_model,
         iteration=d.step,
         is_swap=swap,
-        # selected | previous model: the swap matrix (default → selected) and the step-to-step
-        # model paths (previous → selected), for about one row more per default model.
-        rollup_key=f"{d.selected_model}|{d.previous_model or ''}",
+        # The swap matrix (default → selected) and the step-to-step model paths (previous →
+        # selected), for about one row more per default model.
+        rollup_key=encode(
+            keys.SELECTION, {"selected": d.selected_model, "previous": d.previous_model}
+        ),
+        other_models=_others(d.default_model, d.selected_model, d.previous_model),
         fields={"swap": swap, "switch": switch, "selected_model": d.selected_model},
     )
 
@@ -87,7 +169,7 @@ _ENVELOPE_STEPS = {"actions": "action", "sub-agent": "subAgent", "chat": "chat"}
 
 
 def _envelope_decision(text: str) -> str:
-    """Decision kind of an envelope-protocol turn whose decision is JSON in the text."""
+    """Decision kind of a turn whose decision is the JSON envelope in its text."""
     try:
         envelope = orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -111,7 +193,9 @@ def derive_turn(d: s.Turn) -> Derived:
     any other passes through unchanged and, when the harness sent a toolNameMap, is *invented*
     (the model called a tool it was never given). The first control call decides the turn;
     otherwise calls make it an `action`. Without calls: no text is `empty`; under `implicit` text
-    is `taskComplete`, under `hybrid` it is `chat`, under `envelope` the text is the JSON envelope.
+    is `taskComplete`; under `envelope` the text is the JSON envelope; under `hybrid` a text that
+    is a JSON object follows the envelope rules (`{"taskComplete": true}` is `taskComplete`) and
+    any other text is the model talking to the user, `chat`.
     """
     protocol = d.protocol or "envelope"
     name_map = d.toolNameMap or {}
@@ -137,7 +221,7 @@ def derive_turn(d: s.Turn) -> Derived:
             decision = "empty"
         elif protocol == "implicit":
             decision = "taskComplete"
-        elif protocol == "hybrid":
+        elif protocol == "hybrid" and not _is_json_object(d.text or ""):
             decision = "chat"
         else:
             decision = _envelope_decision(d.text or "")
@@ -145,7 +229,10 @@ def derive_turn(d: s.Turn) -> Derived:
         latency_ms=d.durationMs,
         outcome=decision,
         is_error=d.executionError is not None,
-        rollup_key=f"{decision}|{protocol}|{int(bool(invented))}",
+        rollup_key=encode(
+            keys.TURN,
+            {"decision": decision, "protocol": protocol, "invented": int(bool(invented))},
+        ),
         fields={"protocol": protocol, "decision": decision, "calls": calls, "invented": invented},
     )
 
@@ -154,36 +241,39 @@ def derive_verdict(d: s.Verdict) -> Derived:
     # A first attempt (not a re-ask) on rung 1 means the seat gave no ruling: a ladder fallback.
     ladder_fallback = d.rung == 1 and not d.reask
     verdict_class = d.verdict if d.outcome == "ruled" else d.outcome
-    attempt = "reask" if d.reask else f"rung{d.rung}"
+    attempt = f"{'reask' if d.reask else 'rung'}{d.rung}"
     return Derived(
         model=d.model,
         latency_ms=d.wallMs,
         outcome=verdict_class,
-        rollup_key=f"{verdict_class}|{attempt}|{d.seatModel or d.model}",
+        rollup_key=encode(
+            keys.VERDICT,
+            {"verdict": verdict_class, "attempt": attempt, "seat": d.seatModel or d.model},
+        ),
         is_fallback=ladder_fallback,
         is_contract_break=d.outcome == "parse_error",
+        other_models=_others(d.model, d.seatModel),
+        violations=verdict_violations(d),
         fields={"ladder_fallback": ladder_fallback, "seat_model": d.seatModel or d.model},
     )
 
 
 _FALLBACK_NOTICES = {"classifier.fallback", "route.fallback_to_primary"}
-# Notices whose rollups split by a detail field (the classifiers page charts them by it).
-_NOTICE_SPLITS = {
-    "classifier.role_defaulted": ("reason",),
-    "classifier.unavailable": ("cause", "disposition"),
-}
 
 
 def _notice_key(d: s.Notice) -> str:
-    fields = _NOTICE_SPLITS.get(d.code, ())
-    return "|".join((d.code, *(str(d.detail.get(f, "")) for f in fields)))
+    values = {name: d.detail.get(name, "") for name in NOTICE_SPLITS.get(d.code, ())}
+    return encode(keys.NOTICE, {"code": d.code, **values})
 
 
 def derive_notice(d: s.Notice) -> Derived:
     # Fallback notices name the model that fell back as `from`.
     model = d.detail.get("model", d.detail.get("from"))
+    model = model if _is_model_name(model) else None
+    named = [d.detail.get(name) for name in ("model", "from", "to")]
     return Derived(
-        model=model if isinstance(model, str) else None,
+        model=model,
+        other_models=_others(model, *(m for m in named if _is_model_name(m))),
         outcome=d.level,
         is_fallback=d.code in _FALLBACK_NOTICES,
         is_contract_break=d.code == "classifier.contract_broken",
@@ -194,20 +284,31 @@ def derive_notice(d: s.Notice) -> Derived:
 
 
 def derive_provider_error(d: s.ProviderError) -> Derived:
-    refused = d.toolChoice is not None or d.error == "UnsupportedToolChoiceError"
+    refused = is_forced_tool_choice_refusal(d)
     return Derived(
         model=d.model,
         outcome=d.error,
         is_error=True,
-        rollup_key=f"{d.provider}|{d.error}|{int(refused)}",
+        rollup_key=encode(
+            keys.PROVIDER_ERROR,
+            {"provider": d.provider, "error": d.error, "refused": int(refused)},
+        ),
         fields={"tool_choice_refused": refused},
     )
+
+
+def is_forced_tool_choice_refusal(d: s.ProviderError) -> bool:
+    """DESIGN §3: the provider named the refusal, or refused a request carrying a tool choice
+    outright (400, not retryable). An overload that happened to carry a tool choice is not one."""
+    if d.error == "UnsupportedToolChoiceError":
+        return True
+    return d.toolChoice is not None and d.status == 400 and d.retryable is False
 
 
 def derive_reliability(d: s.Reliability) -> Derived:
     return Derived(
         outcome=d.type,
-        rollup_key=d.type,
+        rollup_key=encode(keys.RELIABILITY, {"type": d.type}),
         is_fallback=d.type == "fallback_triggered",
         is_error=d.type == "fail_fast",
     )
@@ -221,8 +322,32 @@ def derive_model_call(d: s.ModelCall) -> Derived:
         iteration=d.iteration,
         latency_ms=d.durationMs,
         outcome=d.stopReason,
-        rollup_key=d.provider,
+        rollup_key=encode(keys.MODEL_CALL, {"provider": d.provider}),
         tokens_in=u.input,
         tokens_out=u.output,
         fields={"total_tokens": total},
     )
+
+
+def _is_json_object(text: str) -> bool:
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return False
+    try:
+        return isinstance(orjson.loads(stripped), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _others(model: str | None, *names: str | None) -> tuple[str, ...]:
+    """The distinct names besides `model`, in order."""
+    out: list[str] = []
+    for name in names:
+        if name and name != model and name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+def _is_model_name(value: object) -> bool:
+    # A notice's detail is free-form: only a name that fits the model columns is a model.
+    return isinstance(value, str) and 0 < len(value) <= 200

@@ -14,6 +14,7 @@ from datetime import datetime
 import msgspec
 from django.db.models import Q, QuerySet
 
+from records import keys
 from records.kinds import KIND_NAMES
 from records.schema import Timestamp
 
@@ -22,7 +23,10 @@ HAS_FLAGS = {
     "fallback": "is_fallback",
     "error": "is_error",
     "contract_break": "is_contract_break",
+    "violation": "has_violation",
 }
+# The run summary's column of each flag (records.models.Run).
+_RUN_FLAGS = {flag: f"has_{flag}" for flag in HAS_FLAGS}
 MAX_VALUES = 50
 # Every parameter of the vocabulary, in the order forms show them.
 PARAMS = ("from", "to", "agent", "model", "kind", "run_id", "session_id", "has")
@@ -106,9 +110,10 @@ def filter_records(queryset: QuerySet, filters: Filters) -> QuerySet:
         queryset = queryset.filter(ts__gte=filters.start)
     if filters.end:
         queryset = queryset.filter(ts__lt=filters.end)
+    if filters.models:
+        queryset = queryset.filter(_names_model(filters.models))
     for column, values in (
         ("agent", filters.agents),
-        ("model", filters.models),
         ("kind", filters.kinds),
         ("run_id", filters.run_ids),
         ("session_id", filters.session_ids),
@@ -143,8 +148,17 @@ def filter_runs(queryset: QuerySet, filters: Filters) -> QuerySet:
     if filters.kinds:
         queryset = queryset.filter(kind_counts__has_any_keys=filters.kinds)
     if filters.has:
-        queryset = queryset.filter(_any_true(f"has_{flag}" for flag in filters.has))
+        queryset = queryset.filter(_any_true(_RUN_FLAGS[flag] for flag in filters.has))
     return queryset
+
+
+def _names_model(models: list[str]) -> Q:
+    """DESIGN §5: a record matches `model` when any of its model fields names it: `model` (the
+    metric's model) or `named_models` (records.normalise.named_models, "|a|b|")."""
+    condition = Q(model__in=models)
+    for name in models:
+        condition |= Q(named_models__contains=f"|{keys.escape(name)}|")
+    return condition
 
 
 def _any_true(columns: Iterable[str]) -> Q:

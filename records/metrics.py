@@ -15,7 +15,21 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from records import streaks
+from records import keys, streaks
+from records.derive import VIOLATION_CODES
+from records.keys import (
+    CLASSIFICATION,
+    MODEL_CALL,
+    OUTCOME,
+    PICK_ERROR,
+    PICKS,
+    PROVIDER_ERROR,
+    RECORD_KINDS,
+    SELECTION,
+    TURN,
+    VERDICT,
+    VIOLATION,
+)
 from records.models import Grain, Rollup, StreakSegment
 from records.rollup import truncate
 from records.schema import SkipReason
@@ -108,11 +122,6 @@ class Metric:
     variants: tuple[tuple[str, Contribution], ...] = ()
 
 
-def _split(key: str, parts: int) -> list[str]:
-    out = key.split("|")
-    return out + [""] * (parts - len(out))
-
-
 def _latency(q: float, kinds: tuple[str, ...], group: Callable[[Row], dict], name: str, doc: str):
     return Metric(
         name, kinds, lambda: Quantile(q), lambda r: [(group(r), (r.sketch, r.count))], doc=doc
@@ -123,49 +132,93 @@ def _by_model(r: Row) -> dict:
     return {"model": r.model}
 
 
+def _key(r: Row) -> dict[str, str]:
+    return keys.decode(r.kind, r.key)
+
+
 def _skip(r: Row) -> list:
-    return [({"model": r.model}, (r.count if r.key else 0, r.count))]
+    return [({"model": r.model}, (r.count if _key(r)["skip_reason"] else 0, r.count))]
 
 
 def _skip_by_reason(r: Row) -> list:
-    # Every pick is in the denominator of every reason's rate.
+    # Every pick and pick error is in the denominator of every reason's rate.
+    reason = _key(r)["skip_reason"]
     return [
-        ({"reason": reason}, (r.count if r.key == reason else 0, r.count))
-        for reason in SKIP_REASONS
+        ({"reason": each}, (r.count if reason == each else 0, r.count)) for each in SKIP_REASONS
     ]
 
 
 def _ladder(r: Row) -> list:
-    _, attempt, seat = _split(r.key, 3)
-    if attempt == "rung1":
-        return [({"model": seat}, (r.count, 0))]
-    if attempt == "rung0":
-        return [({"model": seat}, (0, r.count))]
-    return []  # re-asks are not first attempts
+    # CLASSIFICATION rows: one count per classification, in the bucket of its first rung-0
+    # attempt, under its seat model (records.rollup._merge_classifications).
+    fell_back = _key(r)["fell_back"] == "1"
+    return [({"model": r.model}, (r.count if fell_back else 0, r.count))]
 
 
 def _verdicts(r: Row) -> list:
-    return [({"model": r.model, "verdict": _split(r.key, 1)[0]}, (r.count, r.count))]
+    return [({"model": r.model, "verdict": _key(r)["verdict"]}, (r.count, r.count))]
 
 
 def _provider_errors(r: Row) -> list:
-    provider, error, _ = _split(r.key, 3)
-    return [({"provider": provider, "model": r.model, "error": error}, (r.count, r.count))]
-
-
-def _invented(r: Row) -> list:
-    decision, protocol, invented = _split(r.key, 3)
+    k = _key(r)
     return [
-        ({"decision": decision, "protocol": protocol}, (r.count if invented == "1" else 0, r.count))
+        ({"provider": k["provider"], "model": r.model, "error": k["error"]}, (r.count, r.count))
     ]
 
 
-_PICKS = ("tool_choice.pick", "tool_choice.pick_error")
-_CALL = ("model_call",)
+def _invented(r: Row) -> list:
+    k = _key(r)
+    return [
+        (
+            {"decision": k["decision"], "protocol": k["protocol"]},
+            (r.count if k["invented"] == "1" else 0, r.count),
+        )
+    ]
+
+
+def _swap(r: Row) -> list:
+    return [(_by_model(r), (r.count if _key(r)["selected"] != r.model else 0, r.count))]
+
+
+def _agreement(r: Row) -> list:
+    agreement = _key(r)["agreement"]
+    return [({}, (r.count if agreement == "agree" else 0, r.count if agreement else 0))]
+
+
+# Violations (DESIGN §3): VIOLATION rows count violating records (code "") and each code; the
+# rate's denominator is every record.
+def _violation_rate(r: Row) -> list:
+    if r.kind != VIOLATION:
+        return [(_by_model(r), (0, r.count))]
+    return [(_by_model(r), (r.count, 0))] if not _key(r)["code"] else []
+
+
+def _violation_rate_by_kind(r: Row) -> list:
+    if r.kind != VIOLATION:
+        return [({"kind": r.kind}, (0, r.count))]
+    k = _key(r)
+    return [({"kind": k["kind"]}, (r.count, 0))] if not k["code"] else []
+
+
+def _violation_rate_by_code(r: Row) -> list:
+    if r.kind != VIOLATION:
+        return [({"code": code}, (0, r.count)) for code in VIOLATION_CODES]
+    code = _key(r)["code"]
+    return [({"code": code}, (r.count, 0))] if code else []
+
+
+def _violations(r: Row) -> list:
+    k = _key(r)
+    if not k["code"]:
+        return []
+    return [({"kind": k["kind"], "code": k["code"], "model": r.model}, (r.count, r.count))]
+
+
+_CALL = (MODEL_CALL,)
 
 
 def _call_group(r: Row) -> dict:
-    return {"provider": r.key, "model": r.model}
+    return {"provider": _key(r)["provider"], "model": r.model}
 
 
 METRICS: dict[str, Metric] = {
@@ -174,7 +227,7 @@ METRICS: dict[str, Metric] = {
         *(
             _latency(
                 q,
-                _PICKS,
+                PICKS,
                 _by_model,
                 f"classifier_latency_p{int(q * 100)}",
                 "Quantile of latencyMs over picks and pick errors, by classifier model.",
@@ -183,68 +236,61 @@ METRICS: dict[str, Metric] = {
         ),
         Metric(
             "pick_error_rate",
-            _PICKS,
+            PICKS,
             Rate,
-            lambda r: [(_by_model(r), (r.count if r.kind == _PICKS[1] else 0, r.count))],
+            lambda r: [(_by_model(r), (r.count if r.kind == PICK_ERROR else 0, r.count))],
             doc="pick_error / (pick + pick_error), by classifier model.",
         ),
         Metric(
             "narrowing_skip_rate",
-            ("tool_choice.pick",),
+            PICKS,
             Rate,
             _skip,
             group_bys=("model", "agent", "reason"),
             variants=(("reason", _skip_by_reason),),
-            doc="Picks with narrowedSkipped / picks; group_by=reason splits by skip reason.",
+            doc="(Picks + pick errors) with narrowedSkipped / (picks + pick errors); "
+            "group_by=reason splits by skip reason.",
         ),
         Metric(
             "first_pick_agreement",
-            ("tool_choice.outcome",),
+            (OUTCOME,),
             Rate,
-            lambda r: [
-                (
-                    {},
-                    (
-                        r.count if r.key == "agree" else 0,
-                        r.count if r.key in ("agree", "disagree") else 0,
-                    ),
-                )
-            ],
+            _agreement,
             group_bys=("agent",),
             doc="Outcomes with firstAgrees true / outcomes with firstAgrees present.",
         ),
         Metric(
             "swap_rate",
-            ("model_selection",),
+            (SELECTION,),
             Rate,
-            # The key is "selected model|previous model" (records.derive).
-            lambda r: [(_by_model(r), (r.count if _split(r.key, 1)[0] != r.model else 0, r.count))],
+            _swap,
             doc="model_selection with selected_model != default_model, by default_model.",
         ),
         Metric(
             "ladder_fallback_rate",
-            ("classifier.verdict",),
+            (CLASSIFICATION,),
             Rate,
             _ladder,
-            doc="First attempts on rung 1 / first attempts on rung 0, by seatModel.",
+            doc="Classifications (run, toolCallId) with a rung-1 attempt / classifications, by "
+            "seatModel, in the bucket of each classification's first rung-0 attempt.",
         ),
         Metric(
             "verdicts",
-            ("classifier.verdict",),
+            (VERDICT,),
             Total,
             _verdicts,
             doc="Counts of allow / block / parse_error / unavailable by model.",
         ),
         Metric(
             "provider_errors",
-            ("provider.error",),
+            (PROVIDER_ERROR,),
             Total,
             _provider_errors,
             doc="provider.error counts by provider, model and error.",
         ),
         Metric(
             "invented_tool_rate",
-            ("turn",),
+            (TURN,),
             Rate,
             _invented,
             group_bys=("agent",),
@@ -268,8 +314,24 @@ METRICS: dict[str, Metric] = {
             doc="Input + output tokens of model calls, by provider and model.",
         ),
         Metric(
+            "violation_rate",
+            (*RECORD_KINDS, VIOLATION),
+            Rate,
+            _violation_rate,
+            group_bys=("model", "agent", "kind", "code"),
+            variants=(("kind", _violation_rate_by_kind), ("code", _violation_rate_by_code)),
+            doc="Records with a contract violation / records; group_by=kind or code splits it.",
+        ),
+        Metric(
+            "violations",
+            (VIOLATION,),
+            Total,
+            _violations,
+            doc="Contract violations by record kind, code and model.",
+        ),
+        Metric(
             "records",
-            (),
+            RECORD_KINDS,
             Total,
             lambda r: [({"kind": r.kind}, (r.count, r.count))],
             group_bys=("kind", "model", "agent"),
@@ -374,7 +436,7 @@ def fold_metric(
             if group_by == "agent":
                 group = {"agent": row.agent}
             elif group_by == "kind":
-                group = {"kind": row.kind}
+                group = {"kind": group.get("kind", row.kind)}
             elif group_by == "model" and "model" not in group:
                 group = {"model": row.model}
             group_key = tuple(sorted(group.items()))
@@ -393,8 +455,9 @@ def fold_metric(
             total.merge(by_time[t])
             out.append({"t": t, "value": value, "count": count})
         value, count = total.result()
-        series.append({"group": dict(group_key), "points": out})
-        totals.append({"group": dict(group_key), "value": value, "count": count})
+        group = api_group(dict(group_key))
+        series.append({"group": group, "points": out})
+        totals.append({"group": group, "value": value, "count": count})
     return {
         "metric": name,
         "interval": interval,
@@ -403,6 +466,13 @@ def fold_metric(
         "series": series,
         "totals": totals,
     }
+
+
+def api_group(group: dict) -> dict:
+    """A group as the API shows it: a model not reported is null (stored as "")."""
+    if "model" in group:
+        return {**group, "model": keys.model_of(group["model"])}
+    return group
 
 
 def query_metric(

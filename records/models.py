@@ -103,6 +103,7 @@ class Run(models.Model):
     has_fallback = models.BooleanField(default=False)
     has_error = models.BooleanField(default=False)
     has_contract_break = models.BooleanField(default=False)
+    has_violation = models.BooleanField(default=False)
 
     class Meta:
         constraints = [
@@ -152,6 +153,12 @@ class Record(models.Model):
     rollup_key = models.CharField(max_length=450, default="", blank=True)
     tokens_in = models.BigIntegerField(null=True, blank=True)
     tokens_out = models.BigIntegerField(null=True, blank=True)
+    # "|a|b|": every model the record names, when it names more than `model` (a selection's
+    # selected and previous model, a verdict's seat): the `model` filter matches these too.
+    named_models = models.TextField(null=True, blank=True)
+    # derived.violations is not empty (DESIGN §3); the catch-up may set it later (a notice
+    # repeated in its run).
+    has_violation = models.BooleanField(default=False)
     data = models.JSONField()
     derived = models.JSONField(default=dict)
 
@@ -219,6 +226,36 @@ class Rollup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.grain} {self.bucket:%Y-%m-%dT%H:%M} {self.model} {self.key}"
+
+
+class Classification(models.Model):
+    """One classification of a gated tool call (DESIGN §4, ladder fallback rate): the attempts
+    of one (run_id, toolCallId), kept by the catch-up pass.
+
+    It counts in the bucket of its first rung-0 attempt (`first_ts`), under that attempt's seat
+    model and agent, and fell back when any rung-1 attempt exists, whenever it arrives; a rung-1
+    attempt that arrives first waits here for its rung-0 attempt. The CLASSIFICATION rollups hold
+    exactly the contribution these fields describe, so a change moves that contribution.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    run_id = models.CharField(max_length=200)
+    tool_call_id = models.CharField(max_length=200)
+    first_ts = models.DateTimeField(null=True, blank=True)
+    first_key = models.CharField(max_length=200, default="", blank=True)
+    seat_model = models.CharField(max_length=200, default="", blank=True)
+    agent = models.CharField(max_length=200, default="", blank=True)
+    fell_back = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "run_id", "tool_call_id"], name="classification_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.tool_call_id}"
 
 
 class Streak(models.Model):

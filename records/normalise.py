@@ -12,6 +12,8 @@ import hashlib
 import json
 import math
 import re
+import types
+import typing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,7 +21,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from records import schema
+from records import keys, schema
 from records.kinds import KIND_NAMES, KINDS
 
 Errors = dict[str, list[str]]
@@ -54,6 +56,9 @@ class NormalisedRecord:
     rollup_key: str
     tokens_in: int | None
     tokens_out: int | None
+    # "|a|b|" of every model the record names when it names more than `model`, else None.
+    named_models: str | None
+    has_violation: bool
     data_json: str
     derived_json: str
 
@@ -81,7 +86,9 @@ def normalise(
     try:
         envelope = msgspec.convert(raw, envelope_type or schema.AnyRecord)
     except msgspec.ValidationError as exc:
-        return translate_error(str(exc), raw.get("kind"))
+        if envelope_type is None:  # no kind, or an unknown one: nothing else can be judged
+            return translate_error(str(exc), raw.get("kind"))
+        return all_errors(raw, envelope_type) or translate_error(str(exc), raw.get("kind"))
 
     errors: Errors = {}
     if envelope.ts < EARLIEST_TS:
@@ -116,6 +123,8 @@ def normalise(
     derived = spec.derive(envelope.data)
     if sanitized:
         derived.fields["nul_replaced"] = sanitized
+    if derived.violations:
+        derived.fields["violations"] = derived.violations
     ts = envelope.ts.astimezone(UTC)
     record_key = envelope.id or _content_key(envelope, kind, ts, data)
     return NormalisedRecord(
@@ -138,9 +147,20 @@ def normalise(
         rollup_key=derived.rollup_key,
         tokens_in=derived.tokens_in,
         tokens_out=derived.tokens_out,
+        named_models=named_models(derived.model, derived.other_models),
+        has_violation=bool(derived.violations),
         data_json=data_json.decode(),
         derived_json=orjson.dumps(derived.fields).decode(),
     )
+
+
+def named_models(model: str | None, others: tuple[str, ...]) -> str | None:
+    """The `named_models` column: "|a|b|" (names escaped as rollup keys escape them), or None
+    when the record names no model besides `model` (the filter then reads `model` alone)."""
+    if not others:
+        return None
+    names = [model, *others] if model else list(others)
+    return "|" + "|".join(keys.escape(n) for n in names) + "|"
 
 
 def _content_key(envelope: schema.Envelope, kind: str, ts: datetime, data: Any) -> str:
@@ -198,6 +218,76 @@ def _scrub(value: Any, path: str, sanitized: list[str], errors: Errors) -> Any:
             out[clean_key] = _scrub(item, f"{path}.{clean_key}", sanitized, errors)
         return out
     return value
+
+
+# --- every error of a record ---------------------------------------------------------------------
+def all_errors(raw: dict, envelope_type: type) -> Errors:
+    """Every error of a record that failed validation, not only the first msgspec met.
+
+    msgspec stops at the first error; this walks the declared types field by field (array items
+    and object values too), converting each part on its own, so one response names all that an
+    agent developer has to fix. Only the failure path pays for it.
+    """
+    errors: Errors = {}
+    _walk(raw, envelope_type, "", errors)
+    return errors
+
+
+def _walk(value: Any, tp: Any, path: str, errors: Errors) -> None:
+    try:
+        msgspec.convert(value, tp)
+        return
+    except msgspec.ValidationError as exc:
+        first = str(exc)
+    before = len(errors)
+    inner, max_length = _unannotate(tp)
+    origin, args = typing.get_origin(inner), typing.get_args(inner)
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in args if a is not type(None)]
+        if len(members) == 1 and value is not None:
+            _walk(value, members[0], path, errors)
+    elif isinstance(inner, type) and issubclass(inner, msgspec.Struct) and isinstance(value, dict):
+        _walk_struct(value, inner, path, errors)
+    elif origin is list and isinstance(value, list) and len(value) <= (max_length or len(value)):
+        for i, item in enumerate(value):
+            _walk(item, args[0], f"{path}[{i}]", errors)
+    elif origin is dict and isinstance(value, dict) and len(value) <= (max_length or len(value)):
+        for key, item in value.items():
+            _walk(key, args[0], _join(path, str(key)), errors)
+            _walk(item, args[1], _join(path, str(key)), errors)
+    if len(errors) == before:  # nothing below was at fault: the error is this value's own
+        for name, messages in translate_error(first, None, prefix=path, root=tp).items():
+            errors.setdefault(name, []).extend(messages)
+
+
+def _walk_struct(value: dict, struct: type, path: str, errors: Errors) -> None:
+    config = struct.__struct_config__
+    known = {config.tag_field} if config.tag_field else set()
+    for info in msgspec.structs.fields(struct):
+        known.add(info.encode_name)
+        at = _join(path, info.encode_name)
+        if info.encode_name in value:
+            _walk(value[info.encode_name], info.type, at, errors)
+        elif info.required:
+            errors.setdefault(at, []).append("is required")
+    if config.forbid_unknown_fields:
+        where = "the record envelope (payload fields go inside data)" if not path else "this object"
+        for name in value:
+            if name not in known:
+                errors.setdefault(_join(path, name), []).append(f"is not a field of {where}")
+
+
+def _unannotate(tp: Any) -> tuple[Any, int | None]:
+    """The type inside Annotated[...], and the max_length its Meta sets (if any)."""
+    if typing.get_origin(tp) is typing.Annotated:
+        inner, *metas = typing.get_args(tp)
+        limits = [m.max_length for m in metas if getattr(m, "max_length", None) is not None]
+        return inner, (limits[0] if limits else None)
+    return tp, None
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
 
 
 # --- error messages ----------------------------------------------------------------------------

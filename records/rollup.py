@@ -23,22 +23,44 @@ from django.db import connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from records import streaks
-from records.models import Grain, Record, Rollup, Run, Streak, StreakSegment, Watermark
+from records import keys, streaks
+from records.derive import NOTICE_REPEATED, ONCE_PER_RUN_NOTICES
+from records.keys import CLASSIFICATION, NOTICE, VERDICT, VIOLATION
+from records.models import (
+    Classification,
+    Grain,
+    Record,
+    Rollup,
+    Run,
+    Streak,
+    StreakSegment,
+    Watermark,
+)
 from records.sketch import Sketch
 from records.store import INGEST_LOCK_KEY
 
 log = logging.getLogger(__name__)
 
 WATERMARK = "rollups"
-VERDICT = "classifier.verdict"
 GRAINS = (Grain.MINUTE, Grain.HOUR, Grain.DAY)
 _FIELDS = (
     "id", "project_id", "kind", "agent", "model", "rollup_key", "ts", "latency_ms", "tokens_in",
-    "tokens_out", "run_id", "record_key", "outcome", "is_swap", "is_fallback", "is_error",
-    "is_contract_break",
+    "tokens_out", "run_id", "record_key", "outcome", "named_models", "is_swap", "is_fallback",
+    "is_error", "is_contract_break", "has_violation",
 )  # fmt: skip
-_FLAGS = ("swap", "fallback", "error", "contract_break")
+_FLAGS = ("swap", "fallback", "error", "contract_break", "violation")
+# Read from the JSON only where present: a verdict's toolCallId (its classification) and the
+# violation codes of a flagged record.
+_JSON_FIELDS = {
+    "postgresql": (
+        f"CASE WHEN kind = '{VERDICT}' THEN data->>'toolCallId' END",
+        "CASE WHEN has_violation THEN derived->'violations' END",
+    ),
+    "sqlite": (
+        f"CASE WHEN kind = '{VERDICT}' THEN json_extract(data, '$.toolCallId') END",
+        "CASE WHEN has_violation THEN json_extract(derived, '$.violations') END",
+    ),
+}
 
 
 @dataclass
@@ -89,10 +111,14 @@ class _Batch:
         self.runs: dict[tuple[int, str], _RunDelta] = defaultdict(_RunDelta)
         # (project, model, minute) -> [(verdict class, ts, record key)]
         self.verdicts: dict[tuple, list[tuple]] = defaultdict(list)
+        # (project, run_id, toolCallId) -> [(attempt, ts, record key, seat model, agent)]
+        self.attempts: dict[tuple, list[tuple]] = defaultdict(list)
+        # (project, run_id, code) -> [(id, minute, agent, model)] of once-per-run notices
+        self.once_notices: dict[tuple, list[tuple]] = defaultdict(list)
 
     def add(self, row: tuple) -> None:
-        (_, project, kind, agent, model, key, ts, latency, t_in, t_out, run_id, record_key,
-         outcome, *flags) = row  # fmt: skip
+        (record_id, project, kind, agent, model, key, ts, latency, t_in, t_out, run_id,
+         record_key, outcome, named, *flags, tool_call_id, violations) = row  # fmt: skip
         minute = truncate(ts, Grain.MINUTE)
         cell = self.cells[(project, minute, kind, agent or "", model or "", key)]
         cell.count += 1
@@ -105,11 +131,41 @@ class _Batch:
         run.first_ts = ts if run.first_ts is None else min(run.first_ts, ts)
         run.last_ts = ts if run.last_ts is None else max(run.last_ts, ts)
         run.kinds[kind] += 1
-        if model:
-            run.models[model] += 1
+        for name in _models_named(model, named):
+            run.models[name] += 1
         run.flags.update(name for name, on in zip(_FLAGS, flags, strict=True) if on)
+        if violations:
+            if isinstance(violations, str):  # SQLite hands JSON over as text
+                violations = orjson.loads(violations)
+            self.add_violations(project, minute, kind, agent, model, violations)
         if kind == VERDICT and model:
             self.verdicts[(project, model, minute)].append((outcome, ts, record_key))
+            fields = keys.decode(VERDICT, key)
+            if tool_call_id:
+                self.attempts[(project, run_id, tool_call_id)].append(
+                    (fields["attempt"], ts, record_key, fields["seat"], agent or "")
+                )
+        elif kind == NOTICE:
+            code = keys.decode(NOTICE, key)["code"]
+            if code in ONCE_PER_RUN_NOTICES:
+                self.once_notices[(project, run_id, code)].append(
+                    (record_id, minute, agent or "", model or "")
+                )
+
+    def add_violations(self, project, minute, kind, agent, model, codes) -> None:
+        """One VIOLATION row per code, and one with code "" per violating record."""
+        for code in ("", *codes):
+            key = keys.encode(VIOLATION, {"kind": kind, "code": code})
+            self.cells[(project, minute, VIOLATION, agent or "", model or "", key)].count += 1
+
+    def add_classification(self, project, state: tuple | None, delta: int) -> None:
+        """Add (or take back) a classification's one count in its first rung-0 minute."""
+        if state is None or state[0] is None:
+            return  # no rung-0 attempt yet: not counted anywhere
+        first_ts, _, seat, agent, fell_back = state
+        key = keys.encode(CLASSIFICATION, {"fell_back": int(fell_back)})
+        minute = truncate(first_ts, Grain.MINUTE)
+        self.cells[(project, minute, CLASSIFICATION, agent, seat, key)].count += delta
 
     def grains(self) -> dict[str, dict[tuple, _Cell]]:
         """The minute cells, and the same merged into hours and days."""
@@ -148,6 +204,8 @@ def run_pass(batch_size: int) -> PassResult:
             batch = _Batch()
             for row in rows:
                 batch.add(row)
+            _merge_classifications(batch)
+            _flag_repeated_notices(batch, watermark.last_id)
             _merge_rollups(batch)
             _merge_streaks(batch, last_id)
             _merge_runs(batch)  # last: holds the run rows' locks for the shortest time
@@ -159,7 +217,8 @@ def run_pass(batch_size: int) -> PassResult:
 def _fetch(after: int, upto: int) -> list[tuple]:
     """The records with after < id <= upto, as tuples of _FIELDS (raw SQL: the ORM's per-value
     conversion cost as much as the rest of the pass)."""
-    sql = f"SELECT {', '.join(_FIELDS)} FROM {Record._meta.db_table} WHERE id > %s AND id <= %s"
+    columns = ", ".join((*_FIELDS, *_JSON_FIELDS[connection.vendor]))
+    sql = f"SELECT {columns} FROM {Record._meta.db_table} WHERE id > %s AND id <= %s"
     with connection.cursor() as cursor:
         cursor.execute(sql, [after, upto])
         rows = cursor.fetchall()
@@ -168,6 +227,99 @@ def _fetch(after: int, upto: int) -> list[tuple]:
     ts_at = _FIELDS.index("ts")
     parse = connection.ops.convert_datetimefield_value
     return [(*r[:ts_at], parse(r[ts_at], None, connection), *r[ts_at + 1 :]) for r in rows]
+
+
+def _models_named(model: str | None, named: str | None) -> list[str]:
+    if named:
+        return [keys.unescape(n) for n in named.strip("|").split("|")]
+    return [model] if model else []
+
+
+def _merge_classifications(batch: _Batch) -> None:
+    """Fold this pass's verdict attempts into their classifications (DESIGN §4, ladder
+    fallback rate) and move each changed classification's count in the CLASSIFICATION rollups.
+
+    One read of the stored classifications per project, one upsert: never a read per record.
+    """
+    if not batch.attempts:
+        return
+    stored: dict[tuple, tuple] = {}
+    wanted: dict[int, tuple[set, set]] = defaultdict(lambda: (set(), set()))
+    for project, run_id, call_id in batch.attempts:
+        wanted[project][0].add(run_id)
+        wanted[project][1].add(call_id)
+    for project, (run_ids, call_ids) in wanted.items():
+        rows = Classification.objects.filter(
+            project_id=project, run_id__in=sorted(run_ids), tool_call_id__in=sorted(call_ids)
+        ).values_list("run_id", "tool_call_id", *_CLASSIFICATION_STATE)
+        for run_id, call_id, *state in rows:
+            stored[(project, run_id, call_id)] = tuple(state)
+    changed = []
+    for key, attempts in batch.attempts.items():
+        before = stored.get(key)
+        first_ts, first_key, seat, agent, fell_back = before or (None, "", "", "", False)
+        for attempt, ts, record_key, attempt_seat, attempt_agent in attempts:
+            if attempt.endswith("1"):  # any attempt on rung 1, a re-ask too
+                fell_back = True
+            elif attempt == "rung0" and (
+                first_ts is None or (ts, record_key) < (first_ts, first_key)
+            ):
+                first_ts, first_key, seat, agent = ts, record_key, attempt_seat, attempt_agent
+        after = (first_ts, first_key, seat, agent, fell_back)
+        if after == before:
+            continue
+        batch.add_classification(key[0], before, -1)
+        batch.add_classification(key[0], after, +1)
+        changed.append(
+            Classification(
+                project_id=key[0], run_id=key[1], tool_call_id=key[2],
+                **dict(zip(_CLASSIFICATION_STATE, after, strict=True)),
+            )
+        )  # fmt: skip
+    Classification.objects.bulk_create(
+        changed,
+        update_conflicts=True,
+        unique_fields=["project", "run_id", "tool_call_id"],
+        update_fields=list(_CLASSIFICATION_STATE),
+        batch_size=1000,
+    )
+
+
+_CLASSIFICATION_STATE = ("first_ts", "first_key", "seat_model", "agent", "fell_back")
+
+
+def _flag_repeated_notices(batch: _Batch, folded_upto: int) -> None:
+    """A once-per-run notice seen again in its run is a violation (DESIGN §3): every such
+    notice after the run's first, in arrival (id) order, is flagged and counted.
+
+    One read per project of the runs' notices already folded in (ids up to `folded_upto`).
+    """
+    if not batch.once_notices:
+        return
+    seen: Counter = Counter()
+    wanted: dict[int, set] = defaultdict(set)
+    for project, run_id, _ in batch.once_notices:
+        wanted[project].add(run_id)
+    for project, run_ids in wanted.items():
+        rows = Record.objects.filter(
+            project_id=project, run_id__in=sorted(run_ids), kind=NOTICE, id__lte=folded_upto
+        ).values_list("run_id", "rollup_key")
+        for run_id, key in rows.iterator(chunk_size=10_000):
+            seen[(project, run_id, keys.decode(NOTICE, key)["code"])] += 1
+    repeated: list[int] = []
+    for key, notices in batch.once_notices.items():
+        notices.sort()
+        skip = 0 if seen[key] else 1  # the run's first notice of the code is no violation
+        for record_id, minute, agent, model in notices[skip:]:
+            repeated.append(record_id)
+            batch.add_violations(key[0], minute, NOTICE, agent, model, [NOTICE_REPEATED])
+            batch.runs[(key[0], key[1])].flags.add("violation")
+    if repeated:
+        flagged = list(Record.objects.filter(id__in=repeated).only("id", "derived"))
+        for record in flagged:
+            record.derived = {**record.derived, "violations": [NOTICE_REPEATED]}
+            record.has_violation = True
+        Record.objects.bulk_update(flagged, ["derived", "has_violation"], batch_size=1000)
 
 
 def _lock_watermark() -> Watermark:
@@ -244,6 +396,15 @@ def _merge_rollups(batch: _Batch) -> None:
                 f"{_ROLLUP_CONFLICT}",
                 [(*row[:2], _db_time(row[2]), *row[3:]) for row in rows],
             )
+        # A classification that moved took its count back from a cell: a cell left at zero
+        # is no rollup at all (and would differ from a pass that never saw it there).
+        emptied = [row for row in rows if row[3] == CLASSIFICATION and row[7] < 0]
+        if emptied:
+            cursor.executemany(
+                f"DELETE FROM {_ROLLUP} WHERE project_id = %s AND grain = %s AND bucket = %s "
+                "AND kind = %s AND agent = %s AND model = %s AND key = %s AND count = 0",
+                [(*row[:2], _db_time(row[2]), *row[3:7]) for row in emptied],
+            )
 
 
 _RUN = Run._meta.db_table
@@ -256,18 +417,20 @@ _RUN_SET = """
     has_swap = r.has_swap OR v.swap,
     has_fallback = r.has_fallback OR v.fallback,
     has_error = r.has_error OR v.error,
-    has_contract_break = r.has_contract_break OR v.contract_break
+    has_contract_break = r.has_contract_break OR v.contract_break,
+    has_violation = r.has_violation OR v.violation
 """
 _RUN_STAGE = """
 CREATE TEMP TABLE IF NOT EXISTS run_stage (
     project_id bigint, run_id text, n bigint, first_ts timestamptz, last_ts timestamptz,
     kinds jsonb, models jsonb, swap boolean, fallback boolean, error boolean,
-    contract_break boolean
+    contract_break boolean, violation boolean
 ) ON COMMIT DELETE ROWS;
 TRUNCATE run_stage
 """
 _RUN_STAGE_COLUMNS = (
-    "project_id, run_id, n, first_ts, last_ts, kinds, models, swap, fallback, error, contract_break"
+    "project_id, run_id, n, first_ts, last_ts, kinds, models, swap, fallback, error, "
+    "contract_break, violation"
 )
 
 
@@ -297,7 +460,7 @@ def _merge_runs(batch: _Batch) -> None:
             cursor.executemany(
                 f"UPDATE {_RUN} AS r SET {_RUN_SET} FROM (SELECT %s AS project_id, %s AS run_id, "
                 "%s AS n, %s AS first_ts, %s AS last_ts, %s AS kinds, %s AS models, %s AS swap, "
-                "%s AS fallback, %s AS error, %s AS contract_break) AS v "
+                "%s AS fallback, %s AS error, %s AS contract_break, %s AS violation) AS v "
                 "WHERE r.project_id = v.project_id AND r.run_id = v.run_id",
                 [(*row[:3], _db_time(row[3]), _db_time(row[4]), *row[5:]) for row in rows],
             )

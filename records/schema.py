@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Union
 import msgspec
 from msgspec import Meta, Struct, field
 
-MAX_ITEMS = 1000  # DESIGN §3: arrays bounded, 1,000 items by default
+MAX_ITEMS = 1000  # DESIGN §3: arrays bounded, 1,000 items (and objects, 1,000 entries)
 _MAX_FLOAT = sys.float_info.max
 
 # --- constrained scalars -------------------------------------------------------------------
@@ -77,24 +77,9 @@ class Pick(Struct, kw_only=True):
     served: Names
     narrowed: bool
     narrowedSkipped: SkipReason | None = None
-
-    def __post_init__(self) -> None:
-        scores = [tool.score for tool in self.ranked]
-        _require(
-            all(a >= b for a, b in zip(scores, scores[1:], strict=False)),
-            "ranked",
-            "must be ordered highest score first",
-        )
-        _require(
-            self.chosen is None or self.chosen in self.offered,
-            "chosen",
-            "must be one of offered (leave it out when the provider named nothing offered)",
-        )
-        _require(
-            not (self.narrowed and self.narrowedSkipped is not None),
-            "narrowedSkipped",
-            "is present only when the full set was served (narrowed false)",
-        )
+    # A chosen tool not offered, ranked names not offered, repeated or out of order, and
+    # narrowedSkipped with narrowed true break the framework's promises but not the record's
+    # shape: they are stored and flagged (records.derive.pick_violations), not rejected.
 
 
 class PickError(Struct, kw_only=True):
@@ -192,24 +177,7 @@ class Verdict(Struct, kw_only=True):
     station: Literal["leg", "ancestor"]
     wallMs: NonNegative
     budgetMs: NonNegative | None = None
-
-    def __post_init__(self) -> None:
-        ruled = self.outcome == "ruled"
-        _require(
-            not ruled or self.verdict is not None, "verdict", "is required when outcome is ruled"
-        )
-        _require(ruled or self.verdict is None, "verdict", "is given only when outcome is ruled")
-        _require(
-            self.form is None or self.outcome == "parse_error",
-            "form",
-            "is given only when outcome is parse_error",
-        )
-        for name in ("cause", "disposition"):
-            _require(
-                getattr(self, name) is None or self.outcome == "unavailable",
-                name,
-                "is given only when outcome is unavailable",
-            )
+    # Fields that contradict the outcome are flagged (records.derive.verdict_violations).
 
 
 # --- notice ------------------------------------------------------------------------------------

@@ -46,12 +46,14 @@ COLUMNS = (
     "rollup_key",
     "tokens_in",
     "tokens_out",
+    "named_models",
+    "has_violation",
     "data",
     "derived",
 )
 # Kept by the workers (records.rollup); a new run starts with them empty.
 _RUN_SUMMARY_COLUMNS = (
-    "kind_counts, models_seen, has_swap, has_fallback, has_error, has_contract_break"
+    "kind_counts, models_seen, has_swap, has_fallback, has_error, has_contract_break, has_violation"
 )
 _STAGE_DDL = """
 CREATE TEMP TABLE IF NOT EXISTS ingest_stage (
@@ -59,7 +61,7 @@ CREATE TEMP TABLE IF NOT EXISTS ingest_stage (
     parent_run_id text, model text, iteration integer, latency_ms double precision,
     skip_reason text, outcome text, is_swap boolean, is_fallback boolean, is_error boolean,
     is_contract_break boolean, rollup_key text, tokens_in bigint, tokens_out bigint,
-    data jsonb, derived jsonb
+    named_models text, has_violation boolean, data jsonb, derived jsonb
 ) ON COMMIT DELETE ROWS
 """
 _PG_INSERT = f"""
@@ -75,7 +77,7 @@ WITH ins AS (
         (project_id, run_id, parent_run_id, agent, session_id, first_ts, last_ts,
          record_count, created_at, {_RUN_SUMMARY_COLUMNS})
     SELECT %(project)s, run_id, max(parent_run_id), max(agent), max(session_id), min(ts),
-           max(ts), 0, %(now)s, '{{}}', '{{}}', false, false, false, false
+           max(ts), 0, %(now)s, '{{}}', '{{}}', false, false, false, false, false
     FROM ins GROUP BY run_id ORDER BY run_id COLLATE "C"
     ON CONFLICT (project_id, run_id) DO NOTHING
     RETURNING 1
@@ -86,7 +88,7 @@ _SQLITE_RUN_INSERT = f"""
 INSERT INTO {RUN_TABLE}
     (project_id, run_id, parent_run_id, agent, session_id, first_ts, last_ts, record_count,
      created_at, {_RUN_SUMMARY_COLUMNS})
-VALUES (%s, %s, %s, %s, %s, %s, %s, 0, %s, '{{}}', '{{}}', 0, 0, 0, 0)
+VALUES (%s, %s, %s, %s, %s, %s, %s, 0, %s, '{{}}', '{{}}', 0, 0, 0, 0, 0)
 ON CONFLICT (project_id, run_id) DO NOTHING
 """
 
@@ -137,6 +139,8 @@ def _row(record: NormalisedRecord, ts: object) -> tuple:
         record.rollup_key,
         record.tokens_in,
         record.tokens_out,
+        record.named_models,
+        record.has_violation,
         record.data_json,
         record.derived_json,
     )

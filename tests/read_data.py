@@ -14,9 +14,8 @@ the code under test. Bob's project (globex) gets a run with the same run_id as o
     c1   run-c  research-assistant  -        turn                 20   -
     c2   run-c  research-assistant  -        tool_choice.outcome  21   -
 
-(`min` is minutes after BASE_TS; c_break is contract_break. No case filters on gpt-5-mini, the
-model the fallback notice fell back from, so the cases hold whether or not a notice's model is
-read from `detail.from`.)
+(`min` is minutes after BASE_TS; c_break is contract_break. a1 selected gpt-5; b2 fell back from
+gpt-5-mini to claude-sonnet-4-5: the `model` filter matches every model a record names.)
 run-b is a sub-run of run-a (parent_run_id).
 """
 
@@ -80,8 +79,10 @@ RECORD_CASES: list[tuple[dict[str, str], list[str]]] = [
     ({"from": at(2), "to": at(12)}, ["a3", "b1", "b2"]),
     ({"agent": "support-bot"}, ["a1", "a2", "a3"]),
     ({"agent": "support-bot,research-assistant"}, ["a1", "a2", "a3", "c1", "c2"]),
-    ({"model": "gpt-5"}, ["b3"]),  # a1 selected gpt-5, but its model is the default one
-    ({"model": "claude-sonnet-4-5,qwen3-8b"}, ["a1", "b1"]),
+    # DESIGN §5: any model field names the model: a1 selected gpt-5 (its default is sonnet).
+    ({"model": "gpt-5"}, ["a1", "b3"]),
+    # b2, a fallback notice, fell back to sonnet.
+    ({"model": "claude-sonnet-4-5,qwen3-8b"}, ["a1", "b1", "b2"]),
     ({"kind": "turn"}, ["c1"]),
     ({"kind": "notice,turn"}, ["b2", "c1"]),
     ({"run_id": "run-b"}, ["b1", "b2", "b3"]),
@@ -98,7 +99,7 @@ RECORD_CASES: list[tuple[dict[str, str], list[str]]] = [
         {"from": at(1), "to": at(20), "agent": "support-bot,code-reviewer", "kind": "model_call"},
         ["b3"],
     ),
-    ({"session_id": "sess-1,sess-2", "model": "gpt-5,claude-haiku-4-5"}, ["a2", "b3"]),
+    ({"session_id": "sess-1,sess-2", "model": "gpt-5,claude-haiku-4-5"}, ["a1", "a2", "b3"]),
     ({"agent": "nobody"}, []),
 ]
 
@@ -110,7 +111,7 @@ RUN_CASES: list[tuple[dict[str, str], list[str]]] = [
     ({"from": at(2), "to": at(10)}, ["run-a"]),
     ({"from": at(3), "to": at(10)}, []),
     ({"agent": "code-reviewer"}, ["run-b"]),
-    ({"model": "gpt-5"}, ["run-b"]),
+    ({"model": "gpt-5"}, ["run-b", "run-a"]),
     ({"model": "claude-haiku-4-5,qwen3-8b"}, ["run-b", "run-a"]),
     ({"kind": "turn"}, ["run-c"]),
     ({"kind": "provider.error,tool_choice.outcome"}, ["run-c", "run-a"]),

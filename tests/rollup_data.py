@@ -128,6 +128,8 @@ def _verdict(rng: random.Random) -> dict:
     rung = 0 if model in CLASSIFIERS else 1
     outcome = rng.choices(["ruled", "parse_error", "unavailable"], [5, 3, 1])[0]
     data = {
+        # A few classifications per run, so that their attempts meet (and cross buckets).
+        "toolCallId": f"call-{rng.randrange(6)}",
         "model": model,
         "seatModel": rng.choice(CLASSIFIERS) if rung else model,
         "rung": rung,
@@ -169,15 +171,17 @@ def exact(records: list[dict]) -> dict:
         )
         for m in latencies
     }
+    # Picks and pick errors alike (DESIGN §4).
     out["narrowing_skip_rate"] = {}
     for m in CLASSIFIERS:
-        mine = [r for r in picks if r["data"]["classifier"]["model"] == m]
+        mine = [r for r in picks + errors if r["data"]["classifier"]["model"] == m]
         skipped = [r for r in mine if r["data"].get("narrowedSkipped")]
         out["narrowing_skip_rate"][m] = (len(skipped) / len(mine), len(mine))
     out["narrowing_skip_rate_by_reason"] = {
         reason: (
-            sum(1 for r in picks if r["data"].get("narrowedSkipped") == reason) / len(picks),
-            len(picks),
+            sum(1 for r in picks + errors if r["data"].get("narrowedSkipped") == reason)
+            / len(picks + errors),
+            len(picks + errors),
         )
         for reason in REASONS
     }
@@ -193,14 +197,18 @@ def exact(records: list[dict]) -> dict:
         mine = [r for r in by_kind["model_selection"] if r["data"]["default_model"] == m]
         swaps = [r for r in mine if r["data"]["selected_model"] != m]
         out["swap_rate"][m] = (len(swaps) / len(mine), len(mine))
-    ladder = defaultdict(Counter)
     verdict_mix = Counter()
     for r in by_kind["classifier.verdict"]:
         d = r["data"]
         verdict_mix[(d["model"], d["verdict"] or d["outcome"])] += 1
-        if not d["reask"]:
-            ladder[d.get("seatModel") or d["model"]][d["rung"]] += 1
-    out["ladder_fallback_rate"] = {m: (c[1] / c[0], c[0]) for m, c in ladder.items() if c[0]}
+    ladder = defaultdict(Counter)
+    for first, fell_back in classifications(records).values():
+        seat = first["data"].get("seatModel") or first["data"]["model"]
+        ladder[seat]["all"] += 1
+        ladder[seat]["fell_back"] += fell_back
+    out["ladder_fallback_rate"] = {
+        m: (c["fell_back"] / c["all"], c["all"]) for m, c in ladder.items()
+    }
     out["verdicts"] = dict(verdict_mix)
     out["provider_errors"] = Counter(
         (r["data"]["provider"], r["data"]["model"], r["data"]["error"])
@@ -231,6 +239,27 @@ def exact(records: list[dict]) -> dict:
         calls[r["data"]["model"]].append(r["data"]["durationMs"])
     out["model_call_latency_p95"] = {m: (_lower_rank(v, 0.95), len(v)) for m, v in calls.items()}
     out["records"] = Counter(r["kind"] for r in records)
+    return out
+
+
+def _when(r: dict) -> datetime:
+    return datetime.fromisoformat(r["ts"].replace("Z", "+00:00"))
+
+
+def classifications(records: list[dict]) -> dict[tuple, tuple[dict, bool]]:
+    """DESIGN §4: a classification is one (run_id, toolCallId); it counts at its first rung-0
+    attempt (rung 0, not a re-ask) and fell back when any attempt on rung 1 exists.
+    {(run, call): (first rung-0 attempt, fell back)}, classifications without one left out."""
+    attempts = defaultdict(list)
+    for r in records:
+        if r["kind"] == "classifier.verdict":
+            attempts[(r["run_id"], r["data"]["toolCallId"])].append(r)
+    out = {}
+    for key, rs in attempts.items():
+        firsts = [r for r in rs if r["data"]["rung"] == 0 and not r["data"]["reask"]]
+        if firsts:
+            first = min(firsts, key=lambda r: (_when(r), r["id"]))
+            out[key] = (first, any(r["data"]["rung"] == 1 for r in rs))
     return out
 
 

@@ -28,6 +28,7 @@ from alerts.windows import (
     window_start,
 )
 from records import rollup
+from records.keys import CLASSIFICATION
 from records.metrics import METRICS, Row
 from records.models import Grain
 from records.sketch import Sketch
@@ -356,8 +357,18 @@ def test_a_classifier_filter_reads_a_verdicts_seat_and_a_model_filter_its_model(
     assert total(classifier="qwen3-8b") == {"": (5, 5)}
     assert total(model="claude-sonnet-4-5") == {"": (9, 9)}
     assert total(classifier="qwen3-8b", model="claude-sonnet-4-5") == {"": (2, 2)}
+    # The ladder reads classifications, filed under their seat model (records.rollup).
+    classifications = RowIndex(
+        [
+            Row(minute(0), CLASSIFICATION, "bot", "qwen3-8b", "1", 2, 0, 0, {}),
+            Row(minute(0), CLASSIFICATION, "bot", "qwen3-8b", "0", 1, 0, 0, {}),
+            Row(minute(0), CLASSIFICATION, "bot", "claude-sonnet-4-5", "0", 7, 0, 0, {}),
+        ]
+    )
     ladder = Query(metric="ladder_fallback_rate", model="qwen3-8b")
-    assert fold(ladder, rows.rows_for(ladder))[""].result() == (2 / 3, 3)
+    assert fold(ladder, classifications.rows_for(ladder))[""].result() == (2 / 3, 3)
+    by_seat = Query(metric="ladder_fallback_rate", classifier="qwen3-8b")
+    assert fold(by_seat, classifications.rows_for(by_seat))[""].result() == (2 / 3, 3)
 
 
 def test_a_window_is_whole_minutes_ending_with_the_current_one():

@@ -93,6 +93,9 @@ def test_it_lets_a_control_call_decide_the_turn():
     [
         ("implicit", "The refund was issued.", "taskComplete"),
         ("hybrid", "Which order do you mean?", "chat"),
+        # Under hybrid, a JSON text follows the envelope rules (DESIGN §3).
+        ("hybrid", '{"taskComplete": true}', "taskComplete"),
+        ("hybrid", '{"nextStep": {"type": "Sub-Agent"}}', "subAgent"),
         (None, '{"taskComplete": true, "message": "done"}', "taskComplete"),
         ("envelope", '{"nextStep": {"type": "Sub-Agent"}}', "subAgent"),
         ("envelope", '{"nextStep": {"type": "Actions"}}', "action"),
@@ -154,6 +157,46 @@ def test_it_flags_refused_forced_tool_choices():
     assert d["tool_choice_refused"] and r.is_error and r.model == "claude-opus-5-5"
     r, d = derived("provider.error", error="RateLimitError", toolChoice=None)
     assert not d["tool_choice_refused"]
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "retryable", "refused"),
+    [
+        # DESIGN §3: named as such, or a 400 that cannot be retried, carrying the tool choice.
+        ("UnsupportedToolChoiceError", None, True, True),
+        ("BadRequestError", 400, False, True),
+        # An overload that carried a tool choice is not a refusal.
+        ("OverloadedError", 529, True, False),
+        ("BadRequestError", 400, True, False),
+        ("RateLimitError", 429, False, False),
+    ],
+)
+def test_a_refusal_of_a_forced_tool_choice_is_what_the_design_says(
+    error, status, retryable, refused
+):
+    r, d = derived(
+        "provider.error",
+        error=error,
+        status=status,
+        retryable=retryable,
+        toolChoice={"type": "any"},
+    )
+    assert d["tool_choice_refused"] is refused
+    assert r.rollup_key.endswith(f"|{int(refused)}")
+
+
+def test_a_selection_names_its_default_selected_and_previous_models():
+    r, _ = derived(
+        "model_selection", default_model="big", selected_model="small", previous_model="mid"
+    )
+    assert r.model == "big" and r.named_models == "|big|small|mid|"
+    r, _ = derived("model_selection", default_model="big", selected_model="big")
+    assert r.named_models is None  # names nothing but its own model
+
+
+def test_a_verdict_names_its_seat_model():
+    r, _ = derived("classifier.verdict", model="main", seatModel="seat")
+    assert r.model == "main" and r.named_models == "|main|seat|"
 
 
 def test_it_sums_model_call_tokens_and_keeps_the_duration():

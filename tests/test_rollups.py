@@ -11,9 +11,11 @@ from datetime import datetime
 
 import psycopg
 import pytest
+from django.apps import apps
 
 from records import rollup
-from records.models import Record, Rollup, Run, Streak, StreakSegment, Watermark
+from records.models import Classification, Record, Rollup, Run, Streak, StreakSegment, Watermark
+from records.rebuild import reset_rollups
 from tests import rollup_data
 from tests.conftest import database_url
 from tests.factories import record
@@ -217,10 +219,16 @@ def _snapshot(project):
             "has_fallback",
             "has_error",
             "has_contract_break",
+            "has_violation",
         ),
         key=lambda r: r[0],
     )
-    return rollups, streaks, runs
+    classifications = sorted(
+        Classification.objects.filter(project=project).values_list(
+            "run_id", "tool_call_id", "first_ts", "first_key", "seat_model", "agent", "fell_back"
+        )
+    )
+    return rollups, streaks, runs, classifications
 
 
 def test_two_passes_equal_one(alice):
@@ -232,17 +240,8 @@ def test_two_passes_equal_one(alice):
 
 
 def _forget_rollups(project):
-    Rollup.objects.filter(project=project).delete()
-    Streak.objects.filter(project=project).delete()
-    StreakSegment.objects.filter(project=project).delete()
-    Run.objects.filter(project=project).update(
-        kind_counts={},
-        models_seen={},
-        has_swap=False,
-        has_fallback=False,
-        has_error=False,
-        has_contract_break=False,
-    )
+    """What a rebuild does (records.rebuild.reset_rollups): everything the pass keeps, gone."""
+    reset_rollups({model.__name__: model for model in apps.get_app_config("records").get_models()})
     # Back to just before the project's first record (ids don't restart between tests).
     first = Record.objects.filter(project=project).order_by("id").values_list("id", flat=True)[0]
     Watermark.objects.update(last_id=first - 1)

@@ -16,6 +16,7 @@ register = template.Library()
 register.filter("duration_ms", fmt.duration_ms)
 register.filter("percent", fmt.percent)
 register.filter("offset", fmt.offset)
+register.filter("model_label", fmt.model_label)
 
 
 @register.simple_tag

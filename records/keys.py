@@ -1,0 +1,110 @@
+"""Kind names and the rollup key codec: declared once, used by derive and by every reader.
+
+A rollup row is split within its kind by `key` (records.models.Rollup): the skip reason of a
+pick, the selected and previous model of a selection, and so on. Each kind declares the fields
+of its key here, once; `encode` builds a key on ingest (records.derive) and `decode` reads it
+back in the metrics, the pages and the alert engine, so that none of them parses keys its own way.
+
+Besides the record kinds of DESIGN §3, the catch-up pass writes rows of two *derived* kinds,
+which are not records and never count as records:
+
+- `CLASSIFICATION`: one per classification (run, toolCallId), in the bucket of its first rung-0
+  attempt, keyed by whether it fell back to rung 1 (the ladder fallback rate of DESIGN §4);
+- `VIOLATION`: one per broken contract of a record (DESIGN §3), in the record's bucket and
+  under its model, keyed by the record's kind and the violation code; code "" counts each
+  violating record once, whatever its number of codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+PICK = "tool_choice.pick"
+PICK_ERROR = "tool_choice.pick_error"
+OUTCOME = "tool_choice.outcome"
+SELECTION = "model_selection"
+TURN = "turn"
+VERDICT = "classifier.verdict"
+NOTICE = "notice"
+PROVIDER_ERROR = "provider.error"
+RELIABILITY = "reliability"
+MODEL_CALL = "model_call"
+
+PICKS = (PICK, PICK_ERROR)
+RECORD_KINDS = (
+    PICK, PICK_ERROR, OUTCOME, SELECTION, TURN, VERDICT, NOTICE, PROVIDER_ERROR, RELIABILITY,
+    MODEL_CALL,
+)  # fmt: skip
+
+CLASSIFICATION = "derived.classification"
+VIOLATION = "derived.violation"
+DERIVED_KINDS = (CLASSIFICATION, VIOLATION)
+
+# Notices whose rollups split by detail fields (the classifiers page charts them by these).
+NOTICE_SPLITS: dict[str, tuple[str, ...]] = {
+    "classifier.role_defaulted": ("reason",),
+    "classifier.unavailable": ("cause", "disposition"),
+}
+
+KEY_FIELDS: dict[str, tuple[str, ...]] = {
+    PICK: ("skip_reason",),
+    PICK_ERROR: ("skip_reason",),
+    OUTCOME: ("agreement",),  # agree | disagree | "" (firstAgrees absent)
+    SELECTION: ("selected", "previous"),
+    TURN: ("decision", "protocol", "invented"),  # invented: "1" | "0"
+    VERDICT: ("verdict", "attempt", "seat"),  # attempt: rung0 | rung1 | reask0 | reask1
+    NOTICE: ("code",),  # then NOTICE_SPLITS[code]
+    PROVIDER_ERROR: ("provider", "error", "refused"),  # refused: "1" | "0"
+    RELIABILITY: ("type",),
+    MODEL_CALL: ("provider",),
+    CLASSIFICATION: ("fell_back",),  # "1" | "0"; the row's model is the seat model
+    VIOLATION: ("kind", "code"),
+}
+
+_SEP = "|"
+
+
+def escape(value: object) -> str:
+    text = "" if value is None else str(value)
+    if "%" in text or _SEP in text:
+        text = text.replace("%", "%25").replace(_SEP, "%7C")
+    return text
+
+
+def unescape(text: str) -> str:
+    return text.replace("%7C", _SEP).replace("%25", "%") if "%" in text else text
+
+
+def fields_of(kind: str, first: str = "") -> tuple[str, ...]:
+    fields = KEY_FIELDS.get(kind, ())
+    if kind == NOTICE:
+        return (*fields, *NOTICE_SPLITS.get(first, ()))
+    return fields
+
+
+def encode(kind: str, values: Mapping[str, object]) -> str:
+    """The rollup key of a `kind` row with these field values (missing fields are "")."""
+    names = fields_of(kind, str(values.get("code", "")))
+    return _SEP.join(escape(values.get(name)) for name in names)
+
+
+def decode(kind: str, key: str) -> dict[str, str]:
+    """The field values of a rollup key; a field the key does not carry is ""."""
+    parts = [unescape(p) for p in key.split(_SEP)] if key else []
+    names = fields_of(kind, parts[0] if parts else "")
+    return {name: parts[i] if i < len(parts) else "" for i, name in enumerate(names)}
+
+
+# --- the model of a rollup row ----------------------------------------------------------------
+# A record that does not name its metric's model (a pick error without classifier.model) is
+# stored under model "" (model names are never empty). Readers turn it into None (`null` in the
+# API) and pages show NO_MODEL_LABEL; it counts in totals and is never drawn as a rate line.
+NO_MODEL_LABEL = "(model not reported)"
+
+
+def model_of(stored: str) -> str | None:
+    return stored or None
+
+
+def model_label(model: str | None) -> str:
+    return model or NO_MODEL_LABEL

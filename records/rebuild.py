@@ -1,0 +1,110 @@
+"""Re-derive stored records and rebuild everything the catch-up pass keeps.
+
+The derived columns are computed on ingest (records.derive). When a derivation changes (a
+definition of DESIGN §3 corrected, a new facet), the stored records are derived again from their
+data, and the rollups, classifications, streaks and run summaries are dropped and the watermark
+reset, so the workers fold every record in again with the new definitions. A migration that
+changes a derivation calls `rebuild`; so can an operator (`manage.py rebuild_rollups`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import msgspec
+import orjson
+from django.db import transaction
+
+from records.kinds import KINDS
+from records.normalise import named_models
+
+log = logging.getLogger(__name__)
+
+# The columns `rederive` recomputes from a record's kind and data.
+DERIVED_COLUMNS = (
+    "model", "iteration", "latency_ms", "skip_reason", "outcome", "is_swap", "is_fallback",
+    "is_error", "is_contract_break", "rollup_key", "tokens_in", "tokens_out", "named_models",
+    "has_violation", "derived",
+)  # fmt: skip
+# Derived fields that come from the ingest path, not from the data: kept as they are.
+_KEPT = ("nul_replaced",)
+
+
+def derived_columns(kind: str, data: dict, stored: dict) -> dict:
+    """The DERIVED_COLUMNS of a stored record, derived again from its data."""
+    spec = KINDS[kind]
+    derived = spec.derive(msgspec.convert(data, spec.data_type))
+    fields = dict(derived.fields)
+    fields.update({name: stored[name] for name in _KEPT if name in stored})
+    if derived.violations:
+        fields["violations"] = derived.violations
+    return {
+        "model": derived.model,
+        "iteration": derived.iteration,
+        "latency_ms": derived.latency_ms,
+        "skip_reason": derived.skip_reason,
+        "outcome": derived.outcome,
+        "is_swap": derived.is_swap,
+        "is_fallback": derived.is_fallback,
+        "is_error": derived.is_error,
+        "is_contract_break": derived.is_contract_break,
+        "rollup_key": derived.rollup_key,
+        "tokens_in": derived.tokens_in,
+        "tokens_out": derived.tokens_out,
+        "named_models": named_models(derived.model, derived.other_models),
+        "has_violation": bool(derived.violations),
+        "derived": fields,
+    }
+
+
+def rederive(record_model, *, chunk: int = 5000, progress: Callable[[int], None] | None = None):
+    """Derive every stored record again, `chunk` records a transaction, in id order."""
+    last_id, done = 0, 0
+    while True:
+        with transaction.atomic():
+            batch = list(
+                record_model.objects.filter(id__gt=last_id)
+                .order_by("id")
+                .only("id", "kind", "data", "derived")[:chunk]
+            )
+            if not batch:
+                return done
+            for record in batch:
+                data = record.data if isinstance(record.data, dict) else orjson.loads(record.data)
+                for name, value in derived_columns(record.kind, data, record.derived).items():
+                    setattr(record, name, value)
+            record_model.objects.bulk_update(batch, DERIVED_COLUMNS, batch_size=1000)
+        last_id = batch[-1].id
+        done += len(batch)
+        if progress:
+            progress(done)
+
+
+def reset_rollups(models) -> None:
+    """Drop what the catch-up pass keeps and rewind its watermark: the workers rebuild it.
+
+    `models` maps names to model classes (the app registry's, or a migration's historical ones).
+    """
+    with transaction.atomic():
+        for name in ("Rollup", "StreakSegment", "Streak", "Classification"):
+            models[name].objects.all().delete()
+        models["Run"].objects.update(
+            record_count=0,
+            kind_counts={},
+            models_seen={},
+            has_swap=False,
+            has_fallback=False,
+            has_error=False,
+            has_contract_break=False,
+            has_violation=False,
+        )
+        models["Watermark"].objects.filter(name="rollups").update(last_id=0)
+
+
+def rebuild(models, **kwargs) -> int:
+    """rederive, then reset_rollups; returns how many records were derived again."""
+    done = rederive(models["Record"], **kwargs)
+    reset_rollups(models)
+    log.info("re-derived %s records; the catch-up pass rebuilds the rollups", done)
+    return done
