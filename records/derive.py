@@ -240,7 +240,8 @@ def derive_turn(d: s.Turn) -> Derived:
 def derive_verdict(d: s.Verdict) -> Derived:
     # A first attempt (not a re-ask) on rung 1 means the seat gave no ruling: a ladder fallback.
     ladder_fallback = d.rung == 1 and not d.reask
-    verdict_class = d.verdict if d.outcome == "ruled" else d.outcome
+    # A ruling without its verdict (a broken contract, flagged) still counts, as "ruled".
+    verdict_class = (d.verdict or "ruled") if d.outcome == "ruled" else d.outcome
     attempt = f"{'reask' if d.reask else 'rung'}{d.rung}"
     return Derived(
         model=d.model,
