@@ -214,7 +214,8 @@ def test_the_alert_engine_reads_what_the_oracle_computes(world, minutes, now):
     persona, exact = world
     grain = Grain.MINUTE if minutes <= 60 else Grain.HOUR
     since = window_start(now, minutes)
-    until = truncate(now, grain) + (timedelta(minutes=1) if grain == Grain.MINUTE else timedelta(hours=1))
+    step = timedelta(minutes=1) if grain == Grain.MINUTE else timedelta(hours=1)
+    until = truncate(now, grain) + step
     problems = {}
     for name in ("pick_error_rate", "narrowing_skip_rate", "swap_rate", "ladder_fallback_rate",
                  "classifier_latency_p95", "violation_rate"):  # fmt: skip
