@@ -5,8 +5,9 @@ The accumulators and row contributions are those of records.metrics, so a rule's
 window is what GET /api/v1/metrics/{metric} answers as the total over the same minutes (a test
 holds the two to it). The engine does not call `query_metric` once per rule: that reads every
 row of the metric's kinds and filters models in Python, so a thousand rules would read the same
-rows a thousand times. Instead `read_rows` reads a project's minute rows once per tick and
-`fold` computes each rule from them; the preview slides the same fold over a day.
+rows a thousand times. Instead `read_window` reads a project's rows once per tick and window
+through records.reader (the reader of the API and the pages) and `fold` computes each rule from
+them; the preview slides the same fold over a day of `read_rows`.
 
 A window of N minutes is N whole minute buckets ending with the current, partial, one; a window
 over an hour is whole hours and reads hour buckets the same way (H hour buckets ending with the
@@ -18,19 +19,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
-from functools import lru_cache
 from typing import Any
 
-import orjson
-from django.db.models import Sum, TextField
-from django.db.models.functions import Cast
-
-from records import keys
+from records import keys, reader
 from records.keys import CLASSIFICATION, PICKS, VERDICT
 from records.metrics import METRICS, Quantile, Rate, Row, Total
-from records.models import Grain, Rollup
+from records.models import Grain
+from records.reader import as_sketch
 from records.rollup import truncate
 from records.sketch import Sketch
 
@@ -162,15 +159,6 @@ def window_start(now: datetime, minutes: int) -> datetime:
 
 
 # --- folding rows -------------------------------------------------------------------------------
-def _add(acc: Any, args: tuple) -> None:
-    if isinstance(args[0], Sketch) and isinstance(acc, Quantile):
-        # read_rows parsed the row's sketch once; Quantile.add would parse its JSON again
-        # for every rule that reads the row.
-        acc.sketch.merge(args[0])
-    else:
-        acc.add(*args)
-
-
 def fold(query: Query, rows: Iterable[Row], *, since: datetime | None = None) -> dict[str, Any]:
     """Accumulators per group over `rows` (those before `since` skipped)."""
     out: dict[str, Any] = {}
@@ -179,7 +167,7 @@ def fold(query: Query, rows: Iterable[Row], *, since: datetime | None = None) ->
         acc = out.get(group)
         if acc is None:
             acc = out[group] = make()
-        _add(acc, args)
+        acc.add(*args)
     return out
 
 
@@ -191,7 +179,7 @@ def fold_by_minute(query: Query, rows: Iterable[Row]) -> dict[str, dict[datetime
         acc = out[group].get(bucket)
         if acc is None:
             acc = out[group][bucket] = make()
-        _add(acc, args)
+        acc.add(*args)
     return dict(out)
 
 
@@ -349,68 +337,32 @@ def collapse(rows: Iterable[Row], since: datetime) -> list[Row]:
         if row.sketch:
             if not cell[4]:  # a second sketch for this key: merge into a copy, not the row's
                 cell[3], cell[4] = _sketch_copy(cell[3]), True
-            cell[3].merge(_as_sketch(row.sketch))
+            cell[3].merge(as_sketch(row.sketch))
     return [
         Row(since, *key, count, t_in, t_out, sketch)
         for key, (count, t_in, t_out, sketch, _) in cells.items()
     ]
 
 
-def _as_sketch(value: Sketch | dict) -> Sketch:
-    return value if isinstance(value, Sketch) else Sketch.from_json(value)
-
-
 def _sketch_copy(value: Sketch | dict) -> Sketch:
-    sketch = _as_sketch(value)
+    sketch = as_sketch(value)
     return Sketch(dict(sketch.bins), sketch.zero)
 
 
-_FIELDS = ("kind", "agent", "model", "key", "count", "tokens_in", "tokens_out")
+_STEP = {Grain.MINUTE: timedelta(minutes=1), Grain.HOUR: timedelta(hours=1)}
 
 
-@lru_cache(maxsize=4096)
-def _bucket(text: str) -> datetime:
-    # PostgreSQL writes "2026-11-30 09:00:00+00", SQLite "2026-11-30 09:00:00" (UTC).
-    moment = datetime.fromisoformat(text)
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def _split_kinds(queries: Iterable[Query]) -> tuple[set[str], set[str], bool]:
-    """The kinds the queries read, those of them whose sketches they need, and whether one
-    reads every kind (the `records` metric without a kind filter)."""
+def _split_kinds(queries: Iterable[Query]) -> tuple[list[str], list[str]]:
+    """The kinds the queries read, and those of them whose sketches they need."""
     kinds: set[str] = set()
     sketch_kinds: set[str] = set()
-    every_kind = False
     for query in queries:
         if query.metric == STREAK:
             continue
-        if not query.kinds:
-            every_kind = True
         kinds.update(query.kinds)
         if query.family == Family.LATENCY:
             sketch_kinds.update(query.kinds)
-    return kinds, sketch_kinds, every_kind
-
-
-def _rollups(project_id: int, grain: Grain, start: datetime, end: datetime):
-    return Rollup.objects.filter(
-        project_id=project_id, grain=grain, bucket__gte=start, bucket__lte=end
-    ).annotate(bucket_text=Cast("bucket", TextField()), sketch_text=Cast("sketch", TextField()))
-
-
-def _plain(rows, kinds: set[str], sketch_kinds: set[str], every_kind: bool):
-    """The rows of the kinds read without their sketch, or None if there are none."""
-    if every_kind:
-        return rows.exclude(kind__in=sorted(sketch_kinds)) if sketch_kinds else rows
-    if kinds - sketch_kinds:
-        return rows.filter(kind__in=sorted(kinds - sketch_kinds))
-    return None
-
-
-def _with_sketch(rows, sketch_kinds: set[str]) -> Iterator[Row]:
-    query = rows.filter(kind__in=sorted(sketch_kinds))
-    for bucket, *values, sketch in query.values_list("bucket_text", *_FIELDS, "sketch_text"):
-        yield Row(_bucket(bucket), *values, Sketch.from_json(orjson.loads(sketch)))
+    return sorted(kinds), sorted(sketch_kinds)
 
 
 def read_rows(
@@ -420,22 +372,14 @@ def read_rows(
     end: datetime,
     grain: Grain = Grain.MINUTE,
 ) -> list[Row]:
-    """The rows of `grain` in [start, end] of the kinds the queries read, in at most two queries.
-
-    Only latency metrics need the sketch column, the widest one by far, so rows of the other
-    kinds are read without it. Buckets and sketches come as text: a tick reads tens of thousands
-    of rows that share a few dozen buckets, and parsing each timestamp and each JSON object
-    through the ORM's converters was half of a tick. A row's `sketch` is a parsed Sketch (which
-    `fold` merges as is), or {} for kinds read without one.
-    """
-    kinds, sketch_kinds, every_kind = _split_kinds(queries)
-    base = _rollups(project_id, grain, start, end)
-    rows: list[Row] = list(_with_sketch(base, sketch_kinds)) if sketch_kinds else []
-    plain = _plain(base, kinds, sketch_kinds, every_kind)
-    if plain is not None:
-        for bucket, *values in plain.values_list("bucket_text", *_FIELDS):
-            rows.append(Row(_bucket(bucket), *values, {}))
-    return rows
+    """The rows of `grain` with buckets from `start` to `end` (both included) of the kinds the
+    queries read, through records.reader: sketches only for the latency metrics' kinds."""
+    kinds, sketch_kinds = _split_kinds(queries)
+    if not kinds:
+        return []
+    return reader.read(
+        project_id, grain, start, end + _STEP[grain], kinds=kinds, sketch_kinds=sketch_kinds
+    )
 
 
 def read_window(
@@ -445,20 +389,17 @@ def read_window(
     end: datetime,
     grain: Grain = Grain.MINUTE,
 ) -> list[Row]:
-    """`collapse(read_rows(...), start)`, with the database adding up the rows it can.
-
-    Counts and tokens are summed by a GROUP BY, so a day of hour rows comes back as one row per
-    key; only rows with sketches, which SQL cannot merge, travel one per bucket.
-    """
-    kinds, sketch_kinds, every_kind = _split_kinds(queries)
-    base = _rollups(project_id, grain, start, end)
-    rows = collapse(_with_sketch(base, sketch_kinds), start) if sketch_kinds else []
-    plain = _plain(base, kinds, sketch_kinds, every_kind)
-    if plain is not None:
-        sums = (
-            plain.values_list("kind", "agent", "model", "key")
-            .order_by()
-            .annotate(Sum("count"), Sum("tokens_in"), Sum("tokens_out"))
-        )
-        rows += [Row(start, *values, {}) for values in sums]
-    return rows
+    """`collapse(read_rows(...), start)`: the window's rows added up per (kind, agent, model,
+    key) and dated `start`, the database adding up what it can (records.reader)."""
+    kinds, sketch_kinds = _split_kinds(queries)
+    if not kinds:
+        return []
+    return reader.read(
+        project_id,
+        grain,
+        start,
+        end + _STEP[grain],
+        kinds=kinds,
+        sketch_kinds=sketch_kinds,
+        keep=("kind", "agent", "model", "key"),
+    )

@@ -1,8 +1,9 @@
 """What the overview, models, classifiers and streaks pages show, read from rollups only.
 
-A page reads its period's rollup rows and folds every metric it draws from them with the
-metric definitions of records.metrics, so it shows what GET /api/v1/metrics answers. Two reads
-keep that inside the pages' budget at a million records a day:
+A page reads its period's rollup rows through records.reader, the one reader of the metrics API
+and the alert engine too, and folds every metric it draws from them with the metric definitions
+of records.metrics, so it shows what GET /api/v1/metrics answers. Two reads keep that inside the
+pages' budget at a million records a day:
 
 - counts: rows summed over agents by the database (GROUP BY bucket, kind, model, key), without
   their sketches: an hour of such a project is a few hundred rollup rows, one per agent, and
@@ -16,17 +17,14 @@ Functions return plain data (dicts, lists, numbers); dashboard.figures turns the
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-import orjson
-from django.db.models import BigIntegerField, Count, Q, QuerySet, Sum, TextField
-from django.db.models.functions import Cast
-from django.utils.dateparse import parse_datetime
+from django.db.models import Count, Q
 
-from records import keys
+from records import keys, reader
 from records.keys import (
     CLASSIFICATION,
     MODEL_CALL,
@@ -44,10 +42,10 @@ from records.metrics import (
     Quantile,
     Row,
     fold_metric,
-    rollup_queryset,
     streak_history,
 )
 from records.models import Grain, Run, Streak
+from records.reader import as_sketch
 from records.rollup import truncate
 from records.sketch import Sketch
 
@@ -133,21 +131,14 @@ def overall_series(name: str, rows: ByKind) -> list[tuple[datetime, float | None
 
 def latency_by_model(rows: Iterable[Row]) -> dict[str, dict[datetime, Sketch]]:
     """Latency sketches merged per classifier model and bucket (over agents and both pick
-    kinds): the grouping of the classifier_latency metrics.
-
-    Merged as the stored JSON ({bin: count}), and made Sketches once per model and bucket.
-    """
-    counts: dict[str, dict[datetime, dict[str, int]]] = defaultdict(dict)
+    kinds): the grouping of the classifier_latency metrics."""
+    out: dict[str, dict[datetime, Sketch]] = defaultdict(dict)
     for row in rows:
-        into = counts[row.model].get(row.bucket)
+        into = out[row.model].get(row.bucket)
         if into is None:
-            counts[row.model][row.bucket] = dict(row.sketch)
-            continue
-        for index, n in row.sketch.items():
-            into[index] = into.get(index, 0) + n
-    return {
-        model: {t: Sketch.from_json(c) for t, c in by_t.items()} for model, by_t in counts.items()
-    }
+            out[row.model][row.bucket] = into = Sketch()
+        into.merge(as_sketch(row.sketch))
+    return dict(out)
 
 
 def merged(sketches: Iterable[Sketch]) -> Sketch:
@@ -162,105 +153,20 @@ def grouped(name: str, rows: list[Row], start: datetime, end: datetime, interval
     return fold_metric(name, rows, interval=interval, start=start, end=end, **kw)
 
 
-ROW_COLUMNS = ("bucket", "kind", "model", "key")
+# What the pages count by: summed over agents (the agent filter applies before the sum).
+COUNT_COLUMNS = ("bucket", "kind", "model", "key")
 
 
-def _bucket_parser() -> Callable[[str], datetime]:
-    """Bucket text to an aware datetime, once per distinct bucket.
-
-    Buckets come as text: Django's timestamptz loader parses each value with a regex (the
-    largest cost of a page's rows), and a page's thousands of rows share a few dozen buckets.
-    """
-    seen: dict[str, datetime] = {}
-
-    def parse(text: str) -> datetime:
-        value = seen.get(text)
-        if value is None:
-            value = parse_datetime(text)
-            if value is None:
-                raise ValueError(f"not a bucket time: {text!r}")
-            if value.tzinfo is None:  # SQLite stores UTC without an offset
-                value = value.replace(tzinfo=UTC)
-            seen[text] = value
-        return value
-
-    return parse
+def count_rows(project_id, interval, start, end, kinds, agents, keep=COUNT_COLUMNS) -> list[Row]:
+    """Rows without sketches, summed by the database over agents (and the columns not kept)."""
+    return reader.read(project_id, interval, start, end, kinds=kinds, agents=agents, keep=keep)
 
 
-def _rollups(project_id, interval, start, end, kinds, agents) -> QuerySet:
-    return rollup_queryset(project_id, interval, start, end, kinds, agents).annotate(
-        bucket_text=Cast("bucket", TextField())
+def sketch_rows(project_id, interval, start, end, kinds, agents) -> list[Row]:
+    """The stored rows of the latency kinds `kinds`, sketches parsed."""
+    return reader.read(
+        project_id, interval, start, end, kinds=kinds, agents=agents, sketch_kinds=kinds
     )
-
-
-def count_rows(
-    project_id: int,
-    interval: str,
-    start: datetime,
-    end: datetime,
-    kinds: Iterable[str] = (),
-    agents: list[str] | None = None,
-    *,
-    columns: tuple[str, ...] = ROW_COLUMNS,
-) -> list[Row]:
-    """Rollup rows summed by the database over agents and the columns left out of `columns`.
-
-    No sketches: the metrics that count (rates, totals) read nothing else of a row, so they fold
-    these rows as they would the stored ones, given the columns they read (a left-out column is
-    "", a left-out bucket is `start`).
-    """
-    selected = ["bucket_text" if c == "bucket" else c for c in columns]
-    # SUM of a bigint is a numeric, which psycopg would hand over as a Decimal per value.
-    summed = (
-        _rollups(project_id, interval, start, end, kinds, agents)
-        .values_list(*selected)
-        .annotate(
-            n=Cast(Sum("count"), BigIntegerField()),
-            t_in=Cast(Sum("tokens_in"), BigIntegerField()),
-            t_out=Cast(Sum("tokens_out"), BigIntegerField()),
-        )
-        .order_by()
-    )
-    bucket = _bucket_parser()
-    if columns == ROW_COLUMNS:  # the common case, without a dict per row
-        return [
-            Row(bucket(b), kind, "", m, k, n, t_in, t_out, {})
-            for b, kind, m, k, n, t_in, t_out in summed
-        ]
-    out = []
-    for values in summed:
-        got = dict(zip(columns, values, strict=False))
-        n, t_in, t_out = values[-3:]
-        when = bucket(got["bucket"]) if "bucket" in got else start
-        out.append(Row(when, got.get("kind", ""), "", got.get("model", ""), got.get("key", ""),
-                       n, t_in, t_out, {}))  # fmt: skip
-    return out
-
-
-def sketch_rows(
-    project_id: int,
-    interval: str,
-    start: datetime,
-    end: datetime,
-    kinds: Iterable[str],
-    agents: list[str] | None = None,
-) -> list[Row]:
-    """The stored rows of `kinds` with their sketches (the latency kinds: they are few).
-
-    The sketch comes as text and is parsed with orjson: several times faster than the
-    JSONField's json.loads, and these rows are most of what a chart page parses.
-    """
-    rows = _rollups(project_id, interval, start, end, kinds, agents).annotate(
-        sketch_text=Cast("sketch", TextField())
-    )
-    fields = ("agent", "model", "key", "count", "tokens_in", "tokens_out")
-    bucket = _bucket_parser()
-    return [
-        Row(bucket(b), kind, *values, orjson.loads(sketch))
-        for b, kind, *values, sketch in rows.values_list(
-            "bucket_text", "kind", *fields, "sketch_text"
-        ).order_by()
-    ]
 
 
 # --- overview ----------------------------------------------------------------------------------
@@ -317,13 +223,13 @@ def overview(project_id: int, now: datetime, period_name: str, agents: list[str]
     previous_start = start - period.span
     interval = period.interval
     kinds = count_rows(
-        project_id, interval, previous_start, end, RECORD_KINDS, agents, columns=("bucket", "kind")
+        project_id, interval, previous_start, end, RECORD_KINDS, agents, keep=("bucket", "kind")
     )
     records_now = [r for r in kinds if r.bucket >= start]
     records_before = [r for r in kinds if r.bucket < start]
     current = count_rows(project_id, interval, start, end, RATE_KINDS, agents)
     before = count_rows(
-        project_id, interval, previous_start, start, RATE_KINDS, agents, columns=ROW_COLUMNS[1:]
+        project_id, interval, previous_start, start, RATE_KINDS, agents, keep=COUNT_COLUMNS[1:]
     )
     picks = latency_by_model(sketch_rows(project_id, interval, previous_start, end, PICKS, agents))
     now_rows, before_rows = by_kind(current), by_kind(before)

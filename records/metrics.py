@@ -8,14 +8,12 @@ it. `query_metric` reads the rows of one grain and returns the API shape of DESI
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import QuerySet
-
-from records import keys, streaks
+from records import keys, reader, streaks
 from records.derive import VIOLATION_CODES
 from records.keys import (
     CLASSIFICATION,
@@ -30,7 +28,8 @@ from records.keys import (
     VERDICT,
     VIOLATION,
 )
-from records.models import Grain, Rollup, StreakSegment
+from records.models import Grain, StreakSegment
+from records.reader import Row, as_sketch
 from records.rollup import truncate
 from records.schema import SkipReason
 from records.sketch import Sketch
@@ -38,19 +37,6 @@ from records.sketch import Sketch
 SKIP_REASONS: tuple[str, ...] = SkipReason.__args__
 INTERVALS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 MAX_POINTS = 20_000
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    bucket: datetime
-    kind: str
-    agent: str
-    model: str
-    key: str
-    count: int
-    tokens_in: int
-    tokens_out: int
-    sketch: dict
 
 
 # --- accumulators -------------------------------------------------------------------------
@@ -93,8 +79,8 @@ class Quantile:
         self.q = q
         self.sketch = Sketch()
 
-    def add(self, sketch_json: dict, _: int = 0) -> None:
-        self.sketch.merge(Sketch.from_json(sketch_json))
+    def add(self, sketch: Sketch | dict, _: int = 0) -> None:
+        self.sketch.merge(as_sketch(sketch))
 
     def merge(self, other: Quantile) -> None:
         self.sketch.merge(other.sketch)
@@ -365,53 +351,6 @@ def _check(name: str, interval: str, group_by: str | None, start: datetime, end:
     return metric
 
 
-_ROW_FIELDS = ("bucket", "kind", "agent", "model", "key", "count", "tokens_in", "tokens_out",
-               "sketch")  # fmt: skip
-
-
-def read_rows(
-    *,
-    project_id: int,
-    interval: str,
-    start: datetime,
-    end: datetime,
-    kinds: Iterable[str] = (),
-    agents: list[str] | None = None,
-) -> Iterator[Row]:
-    """The rollup rows of one grain whose bucket overlaps [start, end), in one query.
-
-    A page that draws several metrics over the same range reads the rows once and folds each
-    metric from them (`fold_metric`); `query_metric` is the two together.
-    """
-    rows = rollup_queryset(project_id, interval, start, end, kinds, agents)
-    for values in rows.values_list(*_ROW_FIELDS).iterator(chunk_size=5000):
-        yield Row(*values)
-
-
-def rollup_queryset(
-    project_id: int,
-    interval: str,
-    start: datetime,
-    end: datetime,
-    kinds: Iterable[str] = (),
-    agents: list[str] | None = None,
-) -> QuerySet:
-    """The Rollup rows of grain `interval` whose bucket overlaps [start, end), of `kinds` and
-    `agents` when given: what read_rows and the pages (dashboard.rollups) select from."""
-    rows = Rollup.objects.filter(
-        project_id=project_id,
-        grain=Grain(interval),
-        bucket__gte=truncate(start, interval),
-        bucket__lt=end,
-    )
-    kinds = tuple(kinds)
-    if kinds:
-        rows = rows.filter(kind__in=kinds)
-    if agents:
-        rows = rows.filter(agent__in=agents)
-    return rows
-
-
 def fold_metric(
     name: str,
     rows: Iterable[Row],
@@ -487,13 +426,14 @@ def query_metric(
     models: list[str] | None = None,
 ) -> dict:
     metric = _check(name, interval, group_by, start, end)
-    rows = read_rows(
-        project_id=project_id,
-        interval=interval,
-        start=start,
-        end=end,
+    rows = reader.read(
+        project_id,
+        interval,
+        start,
+        end,
         kinds=metric.kinds,
         agents=agents,
+        sketch_kinds=metric.kinds if isinstance(metric.make(), Quantile) else (),
     )
     return fold_metric(
         name, rows, interval=interval, start=start, end=end, group_by=group_by, models=models

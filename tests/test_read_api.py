@@ -97,8 +97,20 @@ def test_it_lists_runs_with_their_counters(loaded):
         "last_ts": at(2),
         "record_count": 3,
         "kind_counts": {"model_selection": 1, "provider.error": 1, "tool_choice.pick": 1},
-        "models_seen": {"claude-haiku-4-5": 1, "claude-opus-5-5": 1, "claude-sonnet-4-5": 1},
-        "has": {"swap": True, "fallback": False, "error": True, "contract_break": False},
+        # Every model a record names: a1's default sonnet and the gpt-5 it selected.
+        "models_seen": {
+            "claude-haiku-4-5": 1,
+            "claude-opus-5-5": 1,
+            "claude-sonnet-4-5": 1,
+            "gpt-5": 1,
+        },
+        "has": {
+            "swap": True,
+            "fallback": False,
+            "error": True,
+            "contract_break": False,
+            "violation": False,
+        },
     }
     assert runs["run-b"]["parent_run_id"] == "run-a"
     assert runs["run-b"]["has"] == {
@@ -106,6 +118,7 @@ def test_it_lists_runs_with_their_counters(loaded):
         "fallback": True,
         "error": False,
         "contract_break": True,
+        "violation": False,
     }
 
 
