@@ -8,6 +8,7 @@ google.rpc.Status in the request's encoding, with Retry-After on 429 and 503.
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 
 from django.conf import settings
@@ -18,7 +19,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from google.rpc.status_pb2 import Status
 from rest_framework import status
-from rest_framework.exceptions import ParseError, UnsupportedMediaType
+from rest_framework.exceptions import ParseError, Throttled, UnsupportedMediaType
 from rest_framework.views import APIView
 
 from api.auth import CanIngest
@@ -117,4 +118,8 @@ class OtlpTracesView(APIView):
         for header in ("Retry-After", "WWW-Authenticate"):
             if header in response:
                 answer[header] = response[header]
+        if isinstance(exc, Throttled) and exc.wait is not None:
+            # DRF rounds the wait down, so the last second of a window says "0" and an exporter
+            # would retry at once into the same window; round up instead.
+            answer["Retry-After"] = str(max(1, math.ceil(exc.wait)))
         return answer

@@ -290,7 +290,8 @@ class Decisionboard:
                 log.warning("decisionboard client: batch refused with HTTP %s", status)
                 return
             self.last_error = error or f"HTTP {status}"
-            delay = retry_after if retry_after is not None else self._backoff(attempt)
+            # "Retry-After: 0" (a window about to reset) still backs off a little.
+            delay = retry_after if retry_after else self._backoff(attempt)
             if time.monotonic() + delay > self._deadline:
                 self._count("lost", f"gave up at close: {self.last_error}", len(parts))
                 return
