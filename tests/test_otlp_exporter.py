@@ -6,6 +6,7 @@ import time
 
 import pytest
 import requests
+from decisionboard_client.otel import add_record_event
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -16,7 +17,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from decisionboard_client.otel import add_record_event
 from records.models import ApiKey, Project, Record, Run
 from records.rollup import catch_up
 from tests.factories import DATA, KINDS
