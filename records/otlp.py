@@ -90,7 +90,7 @@ INVOKE_AGENT = "invoke_agent"
 _RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 _RETRYABLE_WORDS = ("timeout", "ratelimit", "rate_limit", "overload", "unavailable", "connection")
 # How far up a parent chain is followed (a loop of parent ids in a hostile export ends too).
-_MAX_DEPTH = 256
+_MAX_DEPTH = 100
 _MAX_PROBLEMS_SHOWN = 5
 
 
@@ -323,21 +323,30 @@ class Trace:
         `<trace id>-<agent span id>`, parent run the enclosing agent's). Without one, the run is
         the resource's decisionboard.run_id, or else the trace.
         """
+        # agent_above[i]: an invoke_agent span encloses lineage[i] (one pass, not one per node).
+        agent_above = [False] * len(lineage)
+        seen = False
+        for i in range(len(lineage) - 1, -1, -1):
+            agent_above[i] = seen
+            seen = seen or lineage[i].operation == INVOKE_AGENT
+        # The runs opened along the lineage, nearest first; resolved here in one pass rather than
+        # by asking each ancestor's scope, which would recurse once per nested run.
+        openers: list[tuple[int, str]] = []
         for i, node in enumerate(lineage):
             explicit = _string(node.attributes.get(RUN_ID))
-            sub_agent = node.operation == INVOKE_AGENT and any(
-                a.operation == INVOKE_AGENT for a in lineage[i + 1 :]
-            )
-            if explicit is None and not sub_agent:
-                continue
-            run_id = explicit or f"{node.trace_id}-{node.span_id}"
-            parent = _string(node.attributes.get(PARENT_RUN_ID))
-            if parent is None and i + 1 < len(lineage):
-                enclosing = self.scope(lineage[i + 1]).run_id
-                parent = enclosing if enclosing != run_id else None
-            return run_id, parent
-        run_id = _string(span.resource.get(RUN_ID)) or span.trace_id
-        parent = _inherited(lineage, (PARENT_RUN_ID,)) or _string(span.resource.get(PARENT_RUN_ID))
+            if explicit is not None:
+                openers.append((i, explicit))
+            elif node.operation == INVOKE_AGENT and agent_above[i]:
+                openers.append((i, f"{node.trace_id}-{node.span_id}"))
+        default_run = _string(span.resource.get(RUN_ID)) or span.trace_id
+        if not openers:
+            parent = _inherited(lineage, (PARENT_RUN_ID,))
+            return default_run, parent
+        i, run_id = openers[0]
+        parent = _string(lineage[i].attributes.get(PARENT_RUN_ID))
+        if parent is None and i + 1 < len(lineage):
+            enclosing = openers[1][1] if len(openers) > 1 else default_run
+            parent = enclosing if enclosing != run_id else None
         return run_id, parent
 
 

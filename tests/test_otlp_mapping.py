@@ -343,3 +343,20 @@ def test_otlp_json_accepts_snake_case_names_and_ignores_unknown_fields():
 def test_it_names_what_is_wrong_with_an_undecodable_body(body, encoding, words):
     with pytest.raises(otlp.OtlpDecodeError, match=words):
         otlp.decode_request(body, encoding)
+
+
+def test_thousands_of_nested_agents_listed_children_first_map_without_error():
+    # Children end (and are exported) before their parents; a hostile export nests deeply.
+    spans, parent = [], ""
+    for _ in range(2000):
+        agent = span_id()
+        spans += [
+            span("invoke_agent", {"gen_ai.operation.name": "invoke_agent"}, span_id_hex=agent,
+                 parent=parent),
+            span("chat", chat(), parent=agent),
+        ]  # fmt: skip
+        parent = agent
+    result, _ = mapped(export(*reversed(spans)))
+    assert result.rejected_spans == 0 and len(result.records) == 2000
+    innermost = result.records[0]
+    assert innermost.run_id == f"{TRACE}-{parent}" and innermost.parent_run_id.startswith(TRACE)
