@@ -210,39 +210,58 @@ class SpanView:
         return max(self.end_ns - self.start_ns, 0) / 1e6
 
 
-def value_of(value: AnyValue) -> Any:
-    """An OTLP AnyValue as JSON: arrays become lists, kvlists objects, bytes base64."""
-    which = value.WhichOneof("value")
-    if which == "string_value":
-        return value.string_value
-    if which == "int_value":
-        return value.int_value
-    if which == "double_value":
-        return value.double_value
-    if which == "bool_value":
-        return value.bool_value
-    if which == "array_value":
-        return [value_of(item) for item in value.array_value.values]
-    if which == "kvlist_value":
-        return {kv.key: value_of(kv.value) for kv in value.kvlist_value.values}
-    if which == "bytes_value":
-        return base64.b64encode(value.bytes_value).decode()
-    return None
+class _Reader:
+    """Reads OTLP values as JSON, noting whether any could need normalise's scrub: a NUL in a
+    string (PostgreSQL cannot store it) or a non-finite double, as the native path notes them in
+    the body. Scrubbing every record would cost a walk over every value."""
+
+    __slots__ = ("dirty",)
+
+    def __init__(self) -> None:
+        self.dirty = False
+
+    def value(self, value: AnyValue) -> Any:
+        """An AnyValue as JSON: arrays become lists, kvlists objects, bytes base64."""
+        which = value.WhichOneof("value")
+        if which == "string_value":
+            text = value.string_value
+            if "\x00" in text or "\\u0000" in text:  # the latter once parsed as JSON
+                self.dirty = True
+            return text
+        if which == "int_value":
+            return value.int_value
+        if which == "double_value":
+            number = value.double_value
+            if not math.isfinite(number):
+                self.dirty = True
+            return number
+        if which == "bool_value":
+            return value.bool_value
+        if which == "array_value":
+            return [self.value(item) for item in value.array_value.values]
+        if which == "kvlist_value":
+            return {kv.key: self.value(kv.value) for kv in value.kvlist_value.values}
+        if which == "bytes_value":
+            return base64.b64encode(value.bytes_value).decode()
+        return None
+
+    def attributes(self, key_values: Iterable) -> dict[str, Any]:
+        return {kv.key: self.value(kv.value) for kv in key_values}
 
 
-def _attributes(key_values: Iterable) -> dict[str, Any]:
-    return {kv.key: value_of(kv.value) for kv in key_values}
-
-
-def spans_of(request: ExportTraceServiceRequest) -> list[SpanView]:
+def spans_of(request: ExportTraceServiceRequest, reader: _Reader | None = None) -> list[SpanView]:
+    reader = reader or _Reader()
+    read = reader.attributes
     spans = []
     for resource_spans in request.resource_spans:
-        resource = _attributes(resource_spans.resource.attributes)
+        resource = read(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                attributes = _attributes(span.attributes)
+                attributes = read(span.attributes)
+                if "\x00" in span.name or "\x00" in span.status.message:  # both reach `data`
+                    reader.dirty = True
                 events = [
-                    EventView(i, e.name, e.time_unix_nano, _attributes(e.attributes))
+                    EventView(i, e.name, e.time_unix_nano, read(e.attributes))
                     for i, e in enumerate(span.events)
                 ]
                 spans.append(
@@ -381,6 +400,8 @@ class Mapped:
 @dataclass
 class Mapping:
     spans: list[SpanView]
+    # Some value may hold a NUL or a non-finite number: normalise must scrub (see _Reader).
+    scrub: bool = True
     records: list[Mapped] = field(default_factory=list)
     # Problems by span: a span with any is counted once in rejected_spans.
     problems: dict[tuple[str, str], list[str]] = field(default_factory=dict)
@@ -685,6 +706,17 @@ def _declared(node: Any) -> Any:
     return node
 
 
+_FIELDS: dict[int, dict[str, Any]] = {}
+
+
+def _fields(node: Any) -> dict[str, Any]:
+    """A struct type's fields by their JSON name (cached: the types are built once per kind)."""
+    fields = _FIELDS.get(id(node))
+    if fields is None:
+        fields = _FIELDS[id(node)] = {f.encode_name: f.type for f in node.fields}
+    return fields
+
+
 def _coerce(value: Any, node: Any) -> Any:
     """Fit attribute values to the declared type: a JSON string where a list or object is
     declared is parsed, a whole double where an integer is declared becomes an integer.
@@ -693,14 +725,17 @@ def _coerce(value: Any, node: Any) -> Any:
     turn's envelope text) stays text.
     """
     node = _declared(node)
-    if isinstance(value, str) and isinstance(node, _CONTAINERS):
-        parsed = _json_or_text(value)
-        value = parsed if isinstance(parsed, (list, dict)) else value
+    if isinstance(value, str):
+        if isinstance(node, _CONTAINERS):
+            parsed = _json_or_text(value)
+            # Parsed JSON is typed already (3 is an int): nothing below it to fit.
+            return parsed if isinstance(parsed, (list, dict)) else value
+        return value
     if isinstance(value, float) and isinstance(node, msgspec.inspect.IntType):
         return int(value) if math.isfinite(value) and value.is_integer() else value
     if isinstance(value, dict):
         if isinstance(node, msgspec.inspect.StructType):
-            fields = {f.encode_name: f.type for f in node.fields}
+            fields = _fields(node)
             return {k: _coerce(v, fields[k]) if k in fields else v for k, v in value.items()}
         if isinstance(node, msgspec.inspect.DictType):
             return {k: _coerce(v, node.value_type) for k, v in value.items()}
@@ -735,8 +770,9 @@ SPAN_MAPPINGS: tuple[SpanMapping, ...] = (
 
 def map_export(request: ExportTraceServiceRequest) -> Mapping:
     """Every record the export's spans and events map to, and every span it could not map."""
-    spans = spans_of(request)
-    mapping = Mapping(spans)
+    reader = _Reader()
+    spans = spans_of(request, reader)
+    mapping = Mapping(spans, scrub=reader.dirty)
     trace = Trace(spans)
     tools: list[SpanView] = []
     for span in spans:
@@ -783,8 +819,7 @@ def normalise_export(
     mapping = map_export(request)
     valid: list[NormalisedRecord] = []
     for mapped in mapping.records:
-        # scrub: protobuf strings may hold NUL and doubles may be NaN, as in a JSON body.
-        result = normalise(mapped.raw, now=now, limits=limits or Limits(), scrub=True)
+        result = normalise(mapped.raw, now=now, limits=limits or Limits(), scrub=mapping.scrub)
         if isinstance(result, NormalisedRecord):
             valid.append(result)
         else:

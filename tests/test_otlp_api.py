@@ -186,3 +186,27 @@ def test_records_from_otlp_read_back_like_native_ones(alice):
     (item,) = listed["results"]
     assert item["id"] == f"otel:{TRACE}:{sid}"
     assert item["kind"] == "model_call" and item["data"]["model"] == "gpt-4o-2026-08-06"
+
+
+def test_a_nul_in_a_span_name_status_or_attribute_is_stored_replaced_not_a_500(alice):
+    attributes = chat(**{"gen_ai.request.model": "gpt\x00-4o"})
+    del attributes["gen_ai.response.model"]
+    request = export(
+        span("chat\x00", chat(), error="bad\x00thing"),
+        span("chat", attributes),
+    )
+    response = post(alice.client(), request.SerializeToString())
+    assert response.status_code == 200
+    stored = {r.kind: r for r in Record.objects.all()}
+    assert stored["provider.error"].data["message"] == "bad\ufffdthing"
+    assert stored["model_call"].data["model"] == "gpt\ufffd-4o"
+
+
+def test_a_nul_in_a_field_the_metrics_group_by_is_stored_replaced_on_native_ingest_too(alice):
+    # The scrub replaced it in `data` but the model column was derived before it: a 500.
+    body = json.dumps({"records": [record("model_call", data={"model": "gpt\u0000-4o"})]})
+    response = alice.client().generic(
+        "POST", "/api/v1/records", body, content_type="application/json"
+    )
+    assert response.status_code == 200
+    assert Record.objects.get().model == "gpt\ufffd-4o"
