@@ -20,6 +20,7 @@ dropped silently.
 from __future__ import annotations
 
 import base64
+import bisect
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -565,15 +566,20 @@ def tool_turns(tools: list[SpanView], trace: Trace, mapping: Mapping) -> None:
     ended before the tool started; the turn takes that span's id, finish reason and duration.
     Tools whose response is not in this export form a turn named after the first of them.
     """
+    # Inference spans by parent, in the order they ended, with their end times to bisect.
     responses: dict[tuple[str, str], list[SpanView]] = {}
     for span in mapping.spans:
         if span.operation in INFERENCE:
             responses.setdefault((span.trace_id, span.parent_span_id), []).append(span)
+    ends: dict[tuple[str, str], list[int]] = {}
+    for key, siblings in responses.items():
+        siblings.sort(key=lambda s: (s.end_ns, s.span_id))
+        ends[key] = [s.end_ns for s in siblings]
     turns: dict[tuple[str, str], tuple[SpanView | None, list[SpanView]]] = {}
     for tool in sorted(tools, key=lambda s: (s.start_ns, s.span_id)):
-        siblings = responses.get((tool.trace_id, tool.parent_span_id), [])
-        before = [s for s in siblings if s.end_ns <= tool.start_ns]
-        response = max(before, key=lambda s: (s.end_ns, s.span_id)) if before else None
+        parent = (tool.trace_id, tool.parent_span_id)
+        ended = bisect.bisect_right(ends.get(parent, ()), tool.start_ns)
+        response = responses[parent][ended - 1] if ended else None
         anchor = response or tool
         key = (anchor.trace_id, anchor.span_id)
         turns.setdefault(key, (response, []))[1].append(tool)
