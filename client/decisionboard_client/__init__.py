@@ -9,8 +9,6 @@ from decisionboard_client._kinds import KindMethods
 class Decisionboard(KindMethods, _Client):
     __doc__ = _Client.__doc__
 
-    record = _Client.record
-
 
 __all__ = ["Decisionboard"]
 __version__ = "0.1.0"

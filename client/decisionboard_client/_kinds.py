@@ -8,7 +8,7 @@ left out. Like `record()`, they queue and return at once, and never raise.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, TypedDict
 
@@ -58,8 +58,8 @@ def _data(fields: dict[str, Any], extra: Mapping[str, Any] | None) -> dict[str, 
 class KindMethods:
     """Mixed into Decisionboard: `record(kind, data, **envelope)` does the work."""
 
-    def record(self, kind: str, data: Mapping[str, Any], **envelope: Any) -> str | None:
-        raise NotImplementedError
+    # Decisionboard.record (the client) does the work; declared here for type checkers.
+    record: Callable[..., str | None]
 
     def tool_choice_pick(
         self,
