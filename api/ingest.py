@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.auth import CanIngest
+from api.encoding import inflate
 from api.throttles import KeyRateThrottle
 from records.normalise import Limits, NormalisedRecord, normalise
 from records.store import store_records
@@ -93,7 +94,7 @@ def _read_body(request) -> bytes:
     body = request._request.read(limit + 1)
     if len(body) > limit:
         raise PayloadTooLarge(too_large)
-    return body
+    return inflate(body, request.META.get("HTTP_CONTENT_ENCODING"), limit, PayloadTooLarge)
 
 
 def parse_body(body: bytes, content_type: str) -> ParsedBody:

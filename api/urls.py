@@ -7,6 +7,7 @@ from api.alerts import AlertChannelViewSet, AlertEventListView, AlertRuleViewSet
 from api.exports import ExportDownloadView, ExportJobListView, ExportJobView, ExportView
 from api.metrics import MetricView, StreakView
 from api.openapi import DecisionboardSchemaView
+from api.otlp import OtlpTracesView
 from api.read import RecordsView, RunDetailView, RunListView
 
 urlpatterns = [
@@ -22,6 +23,8 @@ urlpatterns = [
     path("schema/", DecisionboardSchemaView.as_view(), name="api-schema"),
     path("metrics/<str:metric>", MetricView.as_view(), name="api-metric"),
     path("streaks", StreakView.as_view(), name="api-streaks"),
+    # OTLP/HTTP under the API's prefix; /v1/traces (config.urls) is the path exporters default to.
+    path("otlp/v1/traces", OtlpTracesView.as_view(), name="api-otlp-traces"),
 ]
 
 # /alert-rules[/{id}] and /alert-channels[/{id}[/enable]], no trailing slash like the others.

@@ -4,9 +4,12 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from api.openapi import SWAGGER_ASSETS, DocsView, docs_asset
+from api.otlp import OtlpTracesView
 
 urlpatterns = [
     path("api/v1/", include("api.urls")),
+    # OTLP/HTTP at the path an exporter appends to OTEL_EXPORTER_OTLP_ENDPOINT (DESIGN §5).
+    path("v1/traces", OtlpTracesView.as_view(), name="otlp-traces"),
     path("api/docs/", DocsView.as_view(), name="api-docs"),
     re_path(
         rf"^api/docs/assets/(?P<name>{'|'.join(a.replace('.', '[.]') for a in SWAGGER_ASSETS)})$",

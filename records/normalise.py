@@ -120,6 +120,9 @@ def normalise(
         return {"data": [f"is {len(data_json):,} bytes; the limit is {limits.max_data_bytes:,}"]}
 
     spec = KINDS[kind]
+    if sanitized:
+        # Derive from the scrubbed payload: a facet column (a model name) must not carry a NUL.
+        envelope = msgspec.convert({**raw, "data": data}, envelope_type or schema.AnyRecord)
     derived = spec.derive(envelope.data)
     if sanitized:
         derived.fields["nul_replaced"] = sanitized

@@ -3,9 +3,11 @@ test_worker_integration)."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -48,3 +50,31 @@ def task_received(log: Path, task: str) -> bool:
     workers.tasks."""
     received = rf"Task workers\.tasks\.{task}\[[0-9a-f-]+\] received"
     return re.search(received, log.read_text()) is not None
+
+
+@contextmanager
+def web_server(
+    tmp_path: Path, *, port: int | None = None, database: str | None = None
+) -> Iterator[str]:
+    """gunicorn (one worker) serving the product on 127.0.0.1 for the block; yields its base URL.
+
+    The test database unless `database` names another (one that is down, say); no worker nudges.
+    """
+    from tests.conftest import database_url
+    from workers import processes
+
+    port = port or processes.free_port()
+    env = dict(
+        os.environ,
+        DATABASE_URL=database or database_url(),
+        DECISIONBOARD_VAR_DIR=str(tmp_path),
+        DECISIONBOARD_NUDGE_WORKERS="0",
+    )
+    command = processes.web_command(f"127.0.0.1:{port}", 1)
+    with processes.running(command, env=env, log=tmp_path / f"web-{port}.log"):
+        base = f"http://127.0.0.1:{port}"
+        # Any answer will do: the server is up (a database that is down is the test's business).
+        wait_until(
+            lambda: requests.get(f"{base}/v1/traces", timeout=10) is not None, 30, "gunicorn"
+        )
+        yield base

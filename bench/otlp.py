@@ -1,0 +1,186 @@
+"""OTLP ingest and the Python client against native JSON ingest, measured in the same run.
+
+    .venv/bin/python bench/otlp.py [--records 50000] [--batch 500] [--web-workers 2]
+                                   [--clients 1]
+
+1. Recreates a scratch database (decisionboard_bench_otlp), migrates it, issues three keys (one
+   project per path, so that no path's records are duplicates of another's).
+2. Generates the demo records and serialises them up front twice: as native JSON batches, and as
+   OTLP protobuf exports of the same records (one span each, the record a decisionboard.<kind>
+   event, lists and objects as JSON strings, the envelope as decisionboard.* attributes).
+3. Starts the product under gunicorn and posts each set from `--clients` processes over
+   keep-alive connections: records / wall time for each.
+4. Sends the same records through decisionboard_client from one thread: the time spent inside
+   its calls (the agent's cost per record) and the records per second until flush() returns.
+
+Prints as its last line `otlp N rec/s, native M rec/s, ratio R; client U µs/record, client C
+rec/s, ratio Q` (goals: R >= 0.7, U < 20, Q >= 0.8 of native with the same number of clients).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import json
+import multiprocessing
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import gunicorn, setup_django  # noqa: E402
+
+ENVELOPE = ("id", "run_id", "agent", "session_id", "parent_run_id")
+
+
+def post_batches(args: tuple[int, str, str, str, list[bytes]]) -> int:
+    """One client process: post its batches in order over one keep-alive connection."""
+    port, key, path, content_type, bodies = args
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": content_type}
+    for body in bodies:
+        conn.request("POST", path, body=body, headers=headers)
+        response = conn.getresponse()
+        payload = response.read()
+        # OTLP answers {} (protobuf: empty) when every span was accepted.
+        if response.status != 200 or (content_type != "application/json" and payload):
+            raise RuntimeError(f"HTTP {response.status}: {payload[:300]!r}")
+    conn.close()
+    return len(bodies)
+
+
+def otlp_export(records: list[dict]) -> bytes:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+    def kv(key: str, value) -> KeyValue:
+        if isinstance(value, bool):
+            return KeyValue(key=key, value=AnyValue(bool_value=value))
+        if isinstance(value, int):
+            return KeyValue(key=key, value=AnyValue(int_value=value))
+        if isinstance(value, float):
+            return KeyValue(key=key, value=AnyValue(double_value=value))
+        if isinstance(value, (list, dict)):
+            value = json.dumps(value, separators=(",", ":"))
+        return KeyValue(key=key, value=AnyValue(string_value=value))
+
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add().scope_spans.add()
+    for record in records:
+        ts = datetime.fromisoformat(record["ts"].replace("Z", "+00:00"))
+        when = int(ts.timestamp() * 1e9)
+        digest = hashlib.sha256(record["id"].encode()).digest()
+        span = scope.spans.add(
+            trace_id=digest[:16],
+            span_id=digest[16:24],
+            name="decision",
+            start_time_unix_nano=when,
+            end_time_unix_nano=when,
+        )
+        attributes = [kv(k, v) for k, v in record["data"].items() if v is not None]
+        attributes += [kv(f"decisionboard.{k}", record[k]) for k in ENVELOPE if k in record]
+        span.events.add(
+            name=f"decisionboard.{record['kind']}", time_unix_nano=when, attributes=attributes
+        )
+    return request.SerializeToString()
+
+
+def timed_posts(port: int, key: str, path: str, content_type: str, bodies, clients: int) -> float:
+    shares = [(port, key, path, content_type, bodies[i::clients]) for i in range(clients)]
+    with multiprocessing.get_context("fork").Pool(clients) as pool:
+        start = time.perf_counter()
+        pool.map(post_batches, shares)
+        return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument("--clients", type=int, default=1)
+    args = parser.parse_args()
+
+    setup_django("decisionboard_bench_otlp")
+    import orjson
+    from decisionboard_client import Decisionboard
+
+    from records.demo import generate_records
+    from records.models import ApiKey, Project, Record
+
+    keys = {}
+    for name in ("native", "otlp", "client", "warm-up"):
+        keys[name] = ApiKey.issue(Project.objects.create(name=name), ApiKey.Scope.INGEST)[1]
+    end = datetime.now(UTC).replace(microsecond=0)
+    records = list(
+        generate_records(records=args.records, runs=max(1, args.records // 100), seed=7, end=end)
+    )
+    chunks = [records[i : i + args.batch] for i in range(0, len(records), args.batch)]
+    native = [orjson.dumps({"records": chunk}) for chunk in chunks]
+    otlp = [otlp_export(chunk) for chunk in chunks]
+    print(
+        f"{len(records):,} demo records in {len(chunks):,} batches of {args.batch}: "
+        f"{sum(map(len, native)) / len(records):.0f} bytes each as JSON, "
+        f"{sum(map(len, otlp)) / len(records):.0f} as OTLP protobuf",
+        flush=True,
+    )
+
+    with gunicorn(args.web_workers) as (port, _):
+        # Each gunicorn worker's first requests import and connect: not part of either rate.
+        for _ in range(args.web_workers):
+            post_batches((port, keys["warm-up"], "/api/v1/records", "application/json", native[:1]))
+            post_batches((port, keys["warm-up"], "/v1/traces", "application/x-protobuf", otlp[:1]))
+        native_s = timed_posts(
+            port, keys["native"], "/api/v1/records", "application/json", native, args.clients
+        )
+        otlp_s = timed_posts(
+            port, keys["otlp"], "/v1/traces", "application/x-protobuf", otlp, args.clients
+        )
+        client = Decisionboard(
+            f"http://127.0.0.1:{port}", keys["client"], batch_size=args.batch, max_queue=10**7
+        )
+        inside = 0.0
+        start = time.perf_counter()
+        for r in records:
+            before = time.perf_counter()
+            client.record(
+                r["kind"],
+                r["data"],
+                run_id=r["run_id"],
+                ts=r["ts"],
+                id=r["id"],
+                agent=r.get("agent"),
+                session_id=r.get("session_id"),
+                parent_run_id=r.get("parent_run_id"),
+            )
+            inside += time.perf_counter() - before
+        if not client.flush(timeout=600):
+            raise SystemExit(f"the client did not finish: {client.stats()}")
+        client_s = time.perf_counter() - start
+        client.close()
+
+    for name in ("native", "otlp", "client"):
+        stored = Record.objects.filter(project__name=name).count()
+        if stored != len(records):
+            raise SystemExit(f"{name}: stored {stored:,} of {len(records):,}")
+    n = len(records)
+    native_rate, otlp_rate, client_rate = n / native_s, n / otlp_s, n / client_s
+    print(
+        f"posted with {args.clients} client(s) to {args.web_workers} gunicorn workers: native "
+        f"{native_s:.1f} s, OTLP {otlp_s:.1f} s; the Python client {client_s:.1f} s",
+        flush=True,
+    )
+    print(
+        f"otlp {otlp_rate:,.0f} rec/s, native {native_rate:,.0f} rec/s, "
+        f"ratio {otlp_rate / native_rate:.2f}; client {inside / n * 1e6:.1f} µs/record, "
+        f"client {client_rate:,.0f} rec/s, ratio {client_rate / native_rate:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
