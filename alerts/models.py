@@ -91,6 +91,37 @@ class Channel(models.Model):
         self.save(update_fields=["disabled", "disabled_at", "consecutive_failures"])
 
 
+# A rule's overall state, worst first: what the alerts page sorts and filters by. Paused says
+# nothing of the groups; then the worst group state; a rule never evaluated yet is "new".
+NEW, PAUSED = "new", "paused"
+GROUP_STATES_WORST_FIRST = (ev.FIRING, ev.NODATA, ev.PENDING)
+OVERALL_STATES = (*GROUP_STATES_WORST_FIRST, ev.OK, NEW, PAUSED)
+
+
+class RuleQuerySet(models.QuerySet):
+    def with_overall_rank(self) -> RuleQuerySet:
+        """Annotate `overall_rank`, the index of Rule.overall_state() in OVERALL_STATES, in SQL
+        (one EXISTS per group state), so that lists sort and filter by it in the database."""
+        return self.annotate(
+            overall_rank=models.Case(
+                models.When(paused=True, then=models.Value(OVERALL_STATES.index(PAUSED))),
+                *(
+                    models.When(
+                        models.Exists(
+                            AlertState.objects.filter(rule=models.OuterRef("pk"), state=state)
+                        ),
+                        then=models.Value(OVERALL_STATES.index(state)),
+                    )
+                    for state in GROUP_STATES_WORST_FIRST
+                ),
+                models.When(
+                    last_evaluated_at__isnull=True, then=models.Value(OVERALL_STATES.index(NEW))
+                ),
+                default=models.Value(OVERALL_STATES.index(ev.OK)),
+            )
+        )
+
+
 class Rule(models.Model):
     # What a rule evaluates: the metric, its filters and grouping, and the condition. The API
     # serializer and the rule form both list these, with their own extras around them.
@@ -167,6 +198,8 @@ class Rule(models.Model):
     lease_token = models.CharField(max_length=32, blank=True, editable=False)
     lease_until = models.DateTimeField(null=True, blank=True, editable=False)
 
+    objects = RuleQuerySet.as_manager()
+
     class Meta:
         ordering = ["project", "name", "id"]
         indexes = [models.Index(fields=["paused", "lease_until"], name="alert_rule_due")]
@@ -210,14 +243,15 @@ class Rule(models.Model):
         )
 
     def overall_state(self) -> str:
-        """The rule's worst group state for lists (reads the prefetched `states`)."""
+        """The rule's state in OVERALL_STATES (reads the prefetched `states`); the same rule as
+        RuleQuerySet.with_overall_rank, in Python."""
         if self.paused:
-            return "paused"
+            return PAUSED
         present = {state.state for state in self.states.all()}
-        for state in (ev.FIRING, ev.NODATA, ev.PENDING):
+        for state in GROUP_STATES_WORST_FIRST:
             if state in present:
                 return state
-        return ev.OK if self.last_evaluated_at else "new"
+        return ev.OK if self.last_evaluated_at else NEW
 
     def is_silenced(self, now=None) -> bool:
         return self.silenced_until is not None and (now or timezone.now()) < self.silenced_until

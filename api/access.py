@@ -17,12 +17,6 @@ class CanRead(BasePermission):
         return bool(request.user and request.user.is_authenticated)
 
 
-def projects_for_user(user):
-    if user.is_superuser:
-        return Project.objects.all()
-    return Project.objects.filter(memberships__user=user)
-
-
 def project_for_request(request) -> Project:
     """The project a read request is about; another project's name is a 404, never a 403."""
     if isinstance(request.auth, ApiKey):
@@ -30,7 +24,7 @@ def project_for_request(request) -> Project:
         if name and name != request.auth.project.name:
             raise NotFound("No such project.")
         return request.auth.project
-    projects = projects_for_user(request.user).order_by("name")
+    projects = Project.objects.for_user(request.user).order_by("name")
     name = request.query_params.get("project")
     if name:
         project = projects.filter(name=name).first()

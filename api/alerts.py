@@ -33,11 +33,11 @@ from alerts.models import (
     filter_events,
     rule_errors,
 )
-from api.access import CanRead, project_for_request, projects_for_user
+from api.access import CanRead, project_for_request
 from api.metrics import ReadView
 from api.pagination import Keyset, bad_request, page_response
 from records.filters import FilterError
-from records.models import ApiKey
+from records.models import ApiKey, Project
 
 EVENT_KEYSET = Keyset((("id", int),), descending=True)
 
@@ -57,7 +57,7 @@ class CanManageAlerts(CanRead):
 def accessible_projects(request):
     if isinstance(request.auth, ApiKey):
         return [request.auth.project_id]
-    return projects_for_user(request.user).values("id")
+    return Project.objects.for_user(request.user).values("id")
 
 
 class AlertStateSerializer(serializers.ModelSerializer):

@@ -21,7 +21,7 @@ from rest_framework.exceptions import APIException, NotFound, ParseError
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
 
-from api.access import project_for_request, projects_for_user
+from api.access import project_for_request
 from api.metrics import ReadView
 from api.pagination import Keyset, bad_request, page_response
 from api.read import (
@@ -36,7 +36,7 @@ from api.read import (
 from api.serializers import ExportJobSerializer
 from records.export import FORMATS, export_chunks, export_rows, parse_format
 from records.filters import PARAMS, FilterError, filter_records
-from records.models import ApiKey, Record
+from records.models import ApiKey, Project, Record
 from workers.exports import file_path, start_export
 from workers.models import ExportJob
 
@@ -112,7 +112,7 @@ def _job_for_request(request, job_id: int) -> ExportJob:
     if isinstance(request.auth, ApiKey):
         jobs = jobs.filter(project_id=request.auth.project_id)
     else:
-        jobs = jobs.filter(project__in=projects_for_user(request.user))
+        jobs = jobs.filter(project__in=Project.objects.for_user(request.user))
     job = jobs.filter(pk=job_id).first()
     if job is None:
         raise NotFound("No such export.")

@@ -15,7 +15,6 @@ from __future__ import annotations
 from django.contrib.auth.signals import user_logged_in
 from django.http import Http404, HttpRequest
 
-from api.access import projects_for_user
 from records.models import Project, Run
 
 SESSION_PROJECT = "dashboard.project"  # the current project's id
@@ -35,7 +34,7 @@ def _remember(request: HttpRequest, projects: list[Project], current: Project | 
 def remember_projects_at_login(sender, request: HttpRequest | None, user, **kwargs) -> None:
     if request is None or not hasattr(request, "session"):
         return
-    projects = list(projects_for_user(user).order_by("name"))
+    projects = list(Project.objects.for_user(user).order_by("name"))
     _remember(request, projects, projects[0] if projects else None)
 
 
@@ -47,7 +46,7 @@ def operator_projects(request: HttpRequest) -> list[Project]:
     cached = getattr(request, "_dashboard_projects", None)
     if cached is None:
         cached = request._dashboard_projects = list(
-            projects_for_user(request.user).order_by("name")
+            Project.objects.for_user(request.user).order_by("name")
         )
     return cached
 

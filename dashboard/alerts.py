@@ -14,7 +14,7 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Case, Count, Exists, OuterRef, Value, When
+from django.db.models import Count
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -24,27 +24,20 @@ from django.views.decorators.http import require_POST
 
 from alerts import delivery
 from alerts.evaluate import STATES
-from alerts.models import METRIC_CHOICES, AlertEvent, AlertState, Channel, Rule, filter_events
+from alerts.models import (
+    METRIC_CHOICES,
+    OVERALL_STATES,
+    AlertEvent,
+    Channel,
+    Rule,
+    filter_events,
+)
 from alerts.preview import preview_rule
-from api.access import projects_for_user
 from records.filters import FilterError
+from records.models import Project
 
 EVENTS_PER_PAGE = 100
 RULES_PER_PAGE = 50
-# A rule's place in the list, worst first, and the state filter's values (Rule.overall_state;
-# "ok" takes in rules not evaluated yet).
-RANKS = ("firing", "nodata", "pending", "ok", "paused")
-
-
-def _has_group(state: str) -> Exists:
-    return Exists(AlertState.objects.filter(rule=OuterRef("pk"), state=state))
-
-
-_RANK = Case(
-    When(paused=True, then=Value(RANKS.index("paused"))),
-    *(When(_has_group(state), then=Value(RANKS.index(state))) for state in RANKS[:3]),
-    default=Value(RANKS.index("ok")),
-)
 SILENCE_CHOICES = ((30, "30 min"), (60, "1 h"), (240, "4 h"), (1440, "1 day"))
 
 
@@ -60,7 +53,7 @@ def _back(request, default: str):
 
 def _get_rule_for_user(request, rule_id: int) -> Rule:
     rule = (
-        Rule.objects.filter(pk=rule_id, project__in=projects_for_user(request.user))
+        Rule.objects.filter(pk=rule_id, project__in=Project.objects.for_user(request.user))
         .select_related("project")
         .first()
     )
@@ -71,7 +64,7 @@ def _get_rule_for_user(request, rule_id: int) -> Rule:
 
 def _get_channel_for_user(request, channel_id: int) -> Channel:
     channel = (
-        Channel.objects.filter(pk=channel_id, project__in=projects_for_user(request.user))
+        Channel.objects.filter(pk=channel_id, project__in=Project.objects.for_user(request.user))
         .select_related("project")
         .first()
     )
@@ -101,7 +94,7 @@ class RuleForm(forms.ModelForm):
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        projects = projects_for_user(user).order_by("name")
+        projects = Project.objects.for_user(user).order_by("name")
         if self.instance.pk:
             del self.fields["project"]
             self.fields["channels"].queryset = Channel.objects.filter(project=self.instance.project)
@@ -140,7 +133,7 @@ class ChannelForm(forms.ModelForm):
             del self.fields["project"]
             self.initial["addresses"] = ", ".join(self.instance.addresses or [])
         else:
-            self.fields["project"].queryset = projects_for_user(user).order_by("name")
+            self.fields["project"].queryset = Project.objects.for_user(user).order_by("name")
 
     def clean_addresses(self) -> list[str]:
         raw = self.cleaned_data.get("addresses") or ""
@@ -156,22 +149,25 @@ class ChannelForm(forms.ModelForm):
 # --- rules ---------------------------------------------------------------------------------------
 @login_required
 def alerts_list(request):
-    projects = projects_for_user(request.user)
-    rules = Rule.objects.filter(project__in=projects).annotate(rank=_RANK)
+    projects = Project.objects.for_user(request.user)
+    rules = Rule.objects.filter(project__in=projects).with_overall_rank()
     counts = dict(
-        rules.order_by().values_list("rank").annotate(n=Count("id")).values_list("rank", "n")
+        rules.order_by()
+        .values_list("overall_rank")
+        .annotate(n=Count("id"))
+        .values_list("overall_rank", "n")
     )
     query = request.GET.get("q", "").strip()
     if query:
         rules = rules.filter(name__icontains=query)
     state = request.GET.get("state", "")
-    if state in RANKS:
-        rules = rules.filter(rank=RANKS.index(state))
+    if state in OVERALL_STATES:
+        rules = rules.filter(overall_rank=OVERALL_STATES.index(state))
     # Worst first: a firing rule is what an operator opens this page for.
     rules = (
         rules.select_related("project")
         .prefetch_related("states", "channels")
-        .order_by("rank", "project__name", "name", "id")
+        .order_by("overall_rank", "project__name", "name", "id")
     )
     page = Paginator(rules, RULES_PER_PAGE).get_page(request.GET.get("page"))
     channels = (
@@ -189,8 +185,8 @@ def alerts_list(request):
             "rules": page.object_list,
             "kept_query": kept.urlencode(),
             "query": query,
-            "state": state if state in RANKS else "",
-            "state_counts": [(name, counts.get(i, 0)) for i, name in enumerate(RANKS)],
+            "state": state if state in OVERALL_STATES else "",
+            "state_counts": [(name, counts.get(i, 0)) for i, name in enumerate(OVERALL_STATES)],
             "total": sum(counts.values()),
             "channels": channels,
             "silence_choices": SILENCE_CHOICES,
@@ -272,7 +268,7 @@ def rule_delete(request, rule_id: int):
 
 @login_required
 def alert_events(request):
-    projects = projects_for_user(request.user)
+    projects = Project.objects.for_user(request.user)
     events = (
         AlertEvent.objects.filter(project__in=projects)
         .select_related("rule", "project")

@@ -12,7 +12,6 @@ from django.db import transaction
 from django.http import Http404
 from django.shortcuts import redirect, render
 
-from api.access import projects_for_user
 from records.export import FORMATS
 from records.filters import HAS_FLAGS, PARAMS, FilterError
 from records.kinds import KIND_NAMES
@@ -32,7 +31,7 @@ HINTS = {
 
 def _get_project_for_user(request, name: str | None) -> Project:
     """The named project if the operator belongs to it (their only one when unnamed); else 404."""
-    projects = projects_for_user(request.user)
+    projects = Project.objects.for_user(request.user)
     if name:
         project = projects.filter(name=name).first()
     else:
@@ -68,7 +67,7 @@ def exports_page(request):
             return redirect("dash-exports")
     else:
         values = _form_values(request.GET)
-    projects = list(projects_for_user(request.user).order_by("name"))
+    projects = list(Project.objects.for_user(request.user).order_by("name"))
     jobs = list(
         ExportJob.objects.filter(project__in=[p.pk for p in projects])
         .select_related("project")

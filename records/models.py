@@ -17,9 +17,20 @@ def hash_key(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode()).hexdigest()
 
 
+class ProjectQuerySet(models.QuerySet):
+    def for_user(self, user) -> ProjectQuerySet:
+        """The projects an operator may see: their memberships (a superuser, every project).
+        The one rule of project access, for the pages and the read API alike."""
+        if user.is_superuser:
+            return self.all()
+        return self.filter(memberships__user=user)
+
+
 class Project(models.Model):
     name = models.SlugField(max_length=100, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ProjectQuerySet.as_manager()
 
     def __str__(self) -> str:
         return self.name

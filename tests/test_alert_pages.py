@@ -16,7 +16,7 @@ from django.test import Client
 from django.utils import timezone
 
 from alerts.firing import firing_alerts
-from alerts.models import AlertEvent, AlertState, Channel, Rule
+from alerts.models import OVERALL_STATES, AlertEvent, AlertState, Channel, Rule
 from alerts.preview import preview_rule
 from records import rollup
 from records.models import Membership
@@ -125,11 +125,35 @@ def test_the_list_puts_firing_rules_first_filters_and_pages(alice, alice_page):
     assert names("/alerts/?state=firing") == ["rule 42"]
     assert names("/alerts/?state=paused") == ["rule 07"]
     assert names("/alerts/?q=rule+1") == [f"rule {i}" for i in range(10, 20)]
-    page = alice_page.get("/alerts/?q=rule&state=ok").content.decode()
-    assert "firing (1)" in page and "ok (58)" in page and "paused (1)" in page
-    assert 'href="?q=rule&amp;state=ok&amp;page=2"' in page  # the filters are kept
+    # Never evaluated: "new" on the list and in its filter alike (Rule.overall_state).
+    page = alice_page.get("/alerts/?q=rule&state=new").content.decode()
+    assert "firing (1)" in page and "new (58)" in page and "paused (1)" in page
+    assert "ok (0)" in page
+    assert 'href="?q=rule&amp;state=new&amp;page=2"' in page  # the filters are kept
     # a button sends the operator back to the page and filters it came from
-    assert 'name="next" value="/alerts/?q=rule&amp;state=ok"' in page
+    assert 'name="next" value="/alerts/?q=rule&amp;state=new"' in page
+
+
+def test_a_rules_overall_state_is_the_same_in_sql_and_in_python(alice):
+    now = timezone.now()
+    for state in ("firing", "nodata", "pending", "ok"):
+        rule = make_rule(alice, name=state)
+        Rule.objects.filter(pk=rule.pk).update(last_evaluated_at=now)
+        AlertState.objects.create(rule=rule, group="g", state=state, since=now, updated_at=now)
+    both = make_rule(alice, name="both")  # the worst of its groups
+    Rule.objects.filter(pk=both.pk).update(last_evaluated_at=now)
+    for group, state in (("a", "pending"), ("b", "nodata")):
+        AlertState.objects.create(rule=both, group=group, state=state, since=now, updated_at=now)
+    make_rule(alice, name="new")
+    Rule.objects.filter(pk=firing(make_rule(alice, name="paused")).rule_id).update(paused=True)
+    rules = Rule.objects.with_overall_rank().prefetch_related("states")
+    sql = {r.name: OVERALL_STATES[r.overall_rank] for r in rules}
+    python = {r.name: r.overall_state() for r in rules}
+    assert sql == python
+    assert python == {
+        "firing": "firing", "nodata": "nodata", "pending": "pending", "ok": "ok",
+        "both": "nodata", "new": "new", "paused": "paused",
+    }  # fmt: skip
 
 
 def test_the_list_costs_the_same_queries_however_many_rules(
