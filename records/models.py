@@ -302,11 +302,22 @@ class StreakSegment(models.Model):
     last_broken_at = models.DateTimeField(null=True, blank=True)
     last_ts = models.DateTimeField()
     last_key = models.CharField(max_length=200)
+    # A minute that a late verdict fell into: its segment (and its hour's, day's and the model's
+    # streak) is recomputed from the raw verdicts once at the end of a catch-up, not by every
+    # pass that brings it another one (records.rollup.fold_dirty_streaks).
+    dirty = models.BooleanField(default=False)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
                 fields=["project", "model", "grain", "bucket"], name="segment_unique"
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["project", "model", "bucket"],
+                condition=models.Q(dirty=True),
+                name="segment_dirty",
             )
         ]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -187,6 +188,7 @@ def catch_up(*, batch_size: int | None = None, max_seconds: float = 50.0) -> int
         result = run_pass(batch_size)
         total += result.records
         if result.caught_up or timezone.now() > deadline:
+            fold_dirty_streaks()
             return total
 
 
@@ -207,7 +209,7 @@ def run_pass(batch_size: int) -> PassResult:
             _merge_classifications(batch)
             _flag_repeated_notices(batch, watermark.last_id)
             _merge_rollups(batch)
-            _merge_streaks(batch, last_id)
+            _merge_streaks(batch)
             _merge_runs(batch)  # last: holds the run rows' locks for the shortest time
         watermark.last_id = last_id
         watermark.save(update_fields=["last_id", "last_pass_at"])
@@ -243,17 +245,7 @@ def _merge_classifications(batch: _Batch) -> None:
     """
     if not batch.attempts:
         return
-    stored: dict[tuple, tuple] = {}
-    wanted: dict[int, tuple[set, set]] = defaultdict(lambda: (set(), set()))
-    for project, run_id, call_id in batch.attempts:
-        wanted[project][0].add(run_id)
-        wanted[project][1].add(call_id)
-    for project, (run_ids, call_ids) in wanted.items():
-        rows = Classification.objects.filter(
-            project_id=project, run_id__in=sorted(run_ids), tool_call_id__in=sorted(call_ids)
-        ).values_list("run_id", "tool_call_id", *_CLASSIFICATION_STATE)
-        for run_id, call_id, *state in rows:
-            stored[(project, run_id, call_id)] = tuple(state)
+    stored = _stored_classifications(list(batch.attempts))
     changed = []
     for key, attempts in batch.attempts.items():
         before = stored.get(key)
@@ -286,6 +278,43 @@ def _merge_classifications(batch: _Batch) -> None:
 
 
 _CLASSIFICATION_STATE = ("first_ts", "first_key", "seat_model", "agent", "fell_back")
+_CLASSIFICATION = Classification._meta.db_table
+
+
+def _stored_classifications(keys: list[tuple]) -> dict[tuple, tuple]:
+    """{(project, run_id, toolCallId): its _CLASSIFICATION_STATE} of the stored ones, in one
+    query (on PostgreSQL, the keys joined as arrays: an IN list of runs and one of calls read
+    every pairing of the two)."""
+    out: dict[tuple, tuple] = {}
+    columns = ", ".join(f"c.{name}" for name in ("project_id", "run_id", "tool_call_id",
+                                                  *_CLASSIFICATION_STATE))  # fmt: skip
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            projects, runs, calls = (list(column) for column in zip(*keys, strict=True))
+            cursor.execute(
+                f"SELECT {columns} FROM {_CLASSIFICATION} c JOIN unnest(%s::bigint[], "
+                "%s::text[], %s::text[]) AS k(project_id, run_id, call_id) ON "
+                "c.project_id = k.project_id AND c.run_id = k.run_id "
+                "AND c.tool_call_id = k.call_id",
+                [projects, runs, calls],
+            )
+            rows = cursor.fetchall()
+        else:
+            rows = []
+            for start in range(0, len(keys), 300):
+                chunk = keys[start : start + 300]
+                where = " OR ".join(["(project_id = %s AND run_id = %s AND tool_call_id = %s)"]
+                                    * len(chunk))  # fmt: skip
+                cursor.execute(
+                    f"SELECT {columns} FROM {_CLASSIFICATION} c WHERE {where}",
+                    [value for key in chunk for value in key],
+                )
+                rows += cursor.fetchall()
+    for project, run_id, call_id, first_ts, *state in rows:
+        if first_ts is not None and connection.vendor != "postgresql":  # SQLite: text
+            first_ts = connection.ops.convert_datetimefield_value(first_ts, None, connection)
+        out[(project, run_id, call_id)] = (first_ts, *state)
+    return out
 
 
 def _flag_repeated_notices(batch: _Batch, folded_upto: int) -> None:
@@ -466,18 +495,32 @@ def _merge_runs(batch: _Batch) -> None:
             )
 
 
-def _merge_streaks(batch: _Batch, last_id: int) -> None:
-    """Minute segments from this batch's verdicts, then hours, days and the streak above them."""
+def _merge_streaks(batch: _Batch) -> None:
+    """Minute segments from this batch's verdicts, then hours, days and the streak above them.
+
+    A minute whose new verdicts all sort after what it holds is combined at once. A minute that
+    a verdict falls *inside* (a late verdict, or a minute already waiting) is only marked dirty:
+    fold_dirty_streaks recomputes it from its raw verdicts once, at the end of the catch-up.
+    Recomputing it in every pass instead read a shuffled backlog's verdicts again and again.
+    """
     if not batch.verdicts:
         return
-    minutes = _minute_segments(batch, last_id)
-    touched = {(p, m) for p, m, _ in minutes}
+    minutes, late = _minute_segments(batch)
+    _save_segments(Grain.MINUTE, minutes)
+    _mark_dirty(late)
+    _fold_upwards(minutes)
+
+
+def _fold_upwards(minutes: Iterable[tuple]) -> None:
+    """Hours and days above these (project, model, minute) keys, and the models' streaks."""
+    minutes = list(minutes)
+    if not minutes:
+        return
     hours = {(p, m, truncate(b, Grain.HOUR)) for p, m, b in minutes}
     days = {(p, m, truncate(b, Grain.DAY)) for p, m, b in minutes}
-    _save_segments(Grain.MINUTE, minutes)
     _save_segments(Grain.HOUR, _fold_children(Grain.MINUTE, Grain.HOUR, hours))
     _save_segments(Grain.DAY, _fold_children(Grain.HOUR, Grain.DAY, days))
-    for project, model in touched:
+    for project, model in sorted({(p, m) for p, m, _ in minutes}):
         total = streaks.fold(
             _segment(s)
             for s in StreakSegment.objects.filter(
@@ -491,24 +534,53 @@ def _merge_streaks(batch: _Batch, last_id: int) -> None:
         )  # fmt: skip
 
 
-def _minute_segments(batch: _Batch, last_id: int) -> dict[tuple, streaks.Segment]:
+def fold_dirty_streaks() -> int:
+    """Recompute every dirty minute from its raw verdicts (those folded in: id <= the
+    watermark), then the hours, days and streaks above; returns how many minutes. Holds the
+    watermark's lock, so no pass runs meanwhile."""
+    with transaction.atomic():
+        watermark = _lock_watermark()
+        dirty = list(
+            StreakSegment.objects.filter(grain=Grain.MINUTE, dirty=True).values_list(
+                "project_id", "model", "bucket"
+            )
+        )
+        if not dirty:
+            return 0
+        raw = _raw_verdicts(dirty, watermark.last_id)
+        minutes = {key: streaks.of_verdicts(raw.get(key, ())) for key in dirty}
+        _save_segments(Grain.MINUTE, minutes)
+        _fold_upwards(minutes)
+    return len(dirty)
+
+
+def _minute_segments(batch: _Batch) -> tuple[dict[tuple, streaks.Segment], list[tuple]]:
+    """The minutes this batch's verdicts extend at their end, combined; and the late ones."""
     keys = list(batch.verdicts)
     stored = _load_segments(Grain.MINUTE, keys)
     out: dict[tuple, streaks.Segment] = {}
     late = []
     for key, verdicts in batch.verdicts.items():
         verdicts.sort(key=lambda v: (v[1], v[2]))
-        before = stored.get(key, streaks.EMPTY)
-        if before.last_ts is None or (verdicts[0][1], verdicts[0][2]) > before.end:
+        before, dirty = stored.get(key, (streaks.EMPTY, False))
+        if not dirty and (before.last_ts is None or (verdicts[0][1], verdicts[0][2]) > before.end):
             out[key] = streaks.combine(before, streaks.of_verdicts(verdicts))
         else:
             late.append(key)
-    if late:
-        # A verdict sorting inside an already-folded minute: fold that minute again from its
-        # verdicts, up to this pass's last id (later ids belong to the next pass).
-        for key, verdicts in _raw_verdicts(late, last_id).items():
-            out[key] = streaks.of_verdicts(verdicts)
-    return out
+    return out, late
+
+
+def _mark_dirty(keys: list[tuple]) -> None:
+    """Mark these (project, model, minute) segments dirty (each exists: a key is late only
+    against a stored segment)."""
+    if not keys:
+        return
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {StreakSegment._meta.db_table} SET dirty = %s WHERE project_id = %s "
+            "AND model = %s AND grain = %s AND bucket = %s",
+            [(True, p, m, Grain.MINUTE, _db_time(b)) for p, m, b in keys],
+        )
 
 
 def _raw_verdicts(keys: list[tuple], last_id: int) -> dict[tuple, list]:
@@ -562,7 +634,8 @@ def _fold_children(child: str, parent: str, keys: set[tuple]) -> dict[tuple, str
     return {key: streaks.fold(children[key]) for key in keys}
 
 
-def _load_segments(grain: str, keys: list[tuple]) -> dict[tuple, streaks.Segment]:
+def _load_segments(grain: str, keys: list[tuple]) -> dict[tuple, tuple[streaks.Segment, bool]]:
+    """The stored segments of these keys, each with its dirty flag."""
     out = {}
     wanted = set(keys)
     by_project = _models_by_project(keys)
@@ -571,7 +644,7 @@ def _load_segments(grain: str, keys: list[tuple]) -> dict[tuple, streaks.Segment
         for s in StreakSegment.objects.filter(project_id=project, grain=grain, model__in=models,
                                               bucket__in=buckets):  # fmt: skip
             if (project, s.model, s.bucket) in wanted:
-                out[(project, s.model, s.bucket)] = _segment(s)
+                out[(project, s.model, s.bucket)] = (_segment(s), s.dirty)
     return out
 
 
@@ -579,12 +652,12 @@ def _save_segments(grain: str, segments: dict[tuple, streaks.Segment]) -> None:
     StreakSegment.objects.bulk_create(
         [
             StreakSegment(project_id=project, model=model, grain=grain, bucket=bucket,
-                          **{name: getattr(seg, name) for name in streaks.FIELDS})
+                          dirty=False, **{name: getattr(seg, name) for name in streaks.FIELDS})
             for (project, model, bucket), seg in segments.items()
         ],
         update_conflicts=True,
         unique_fields=["project", "model", "grain", "bucket"],
-        update_fields=list(streaks.FIELDS),
+        update_fields=[*streaks.FIELDS, "dirty"],
         batch_size=1000,
     )  # fmt: skip
 
