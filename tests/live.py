@@ -1,15 +1,21 @@
 """Helpers for tests that drive the product's real processes over HTTP (test_serve,
-test_worker_integration)."""
+test_worker_integration, test_queues, test_outage)."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
 import requests
+
+from workers import processes
 
 T = TypeVar("T")
 
@@ -48,3 +54,34 @@ def task_received(log: Path, task: str) -> bool:
     workers.tasks."""
     received = rf"Task workers\.tasks\.{task}\[[0-9a-f-]+\] received"
     return re.search(received, log.read_text()) is not None
+
+
+@contextmanager
+def redis_server(port: int, log: Path) -> Iterator:
+    """A private redis-server on `port` for the duration of the block (a test may kill it)."""
+    with processes.running(
+        [
+            shutil.which("redis-server"),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        env=dict(os.environ),
+        log=log,
+    ) as proc:
+        wait_until(lambda: _ping(port), 10, "redis-server")
+        yield proc
+
+
+def _ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
