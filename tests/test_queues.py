@@ -32,7 +32,7 @@ def _celery(env: dict, *args: str) -> subprocess.CompletedProcess:
 
 def _consumed(env: dict, name: str) -> list[str] | None:
     """The queues the worker `name` reports consuming, or None while it does not answer."""
-    out = _celery(env, "inspect", "active_queues", "--destination", name, "--json", "--timeout", "2")
+    out = _celery(env, "inspect", "active_queues", "-d", name, "--json", "--timeout", "2")
     if out.returncode != 0:
         return None
     replies = json.loads(out.stdout.strip().splitlines()[-1])
