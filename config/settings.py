@@ -70,6 +70,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so that it is the first to see a view's exception: 503 when the database is down.
+    "config.outage.DatabaseOutageMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
