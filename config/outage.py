@@ -78,7 +78,9 @@ class DatabaseOutageMiddleware:
             return None
         log.warning("database unavailable, answering 503 to %s %s: %s", request.method,
                     request.path, exc)  # fmt: skip
-        return outage_response(request)
+        response = outage_response(request)
+        response._has_been_logged = True  # this line says why; django.request need not repeat it
+        return response
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

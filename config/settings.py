@@ -264,6 +264,9 @@ else:
     # The filesystem transport ignores the host; naming one keeps kombu from warning that none was
     # supplied on every connection.
     CELERY_BROKER_URL = "filesystem://localhost//"
+    # kombu's own, except that a message appears in the queue folder only once written whole
+    # (workers/broker.py): the stock one loses messages read half-written.
+    CELERY_BROKER_TRANSPORT = "workers.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),

@@ -7,8 +7,6 @@ often fix. Anything else is a bug a retry would only repeat.
 
 from __future__ import annotations
 
-import logging
-
 from celery import shared_task
 
 from alerts import delivery, engine
@@ -16,8 +14,6 @@ from alerts.transports import TransportError
 from config.outage import DATABASE_UNAVAILABLE
 from records import rollup
 from workers import exports, heartbeat
-
-log = logging.getLogger(__name__)
 
 # A catch-up cut short by an outage retries after 1, 2, 4, 8 s. A retry keeps the expiry of the
 # message it retries, so beat's (sent every 5 s, expiring in 5 s) give way to the next tick
@@ -40,8 +36,7 @@ def catch_up_task(self) -> None:
         rollup.catch_up()
     except DATABASE_UNAVAILABLE as exc:
         # Each pass moves the watermark in its own transaction, so a pass the outage cut short
-        # left nothing behind: the retry resumes from the watermark.
-        log.warning("catch-up: database unavailable (%s); retrying", exc)
+        # left nothing behind: the retry resumes from the watermark. (Celery logs the retry.)
         raise self.retry(exc=exc, countdown=catch_up_backoff(self.request.retries)) from None
 
 
