@@ -286,6 +286,15 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_RESULT_BACKEND = None
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Bounded worker memory: a pool process found above this after a task (which always finishes) is
+# replaced by a fresh one, so that the workers stay flat over days whatever the heap keeps. The
+# work itself is bounded: a catch-up pass reads at most 20,000 records (records.rollup), an
+# export streams 2,000 rows at a time (records.export), and each pool process takes one message
+# at a time so that a long export holds no others back.
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = (
+    env_int("DECISIONBOARD_WORKER_MAX_MEMORY_MB", 300, minimum=32) * 1024  # in KiB
+)
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
 

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +76,38 @@ def test_a_plain_worker_consumes_every_queue_and_queues_narrows_it(
             60,
             f"a heartbeat on {expected}",
         )
+
+
+def _pool_processes(master: int) -> set[int]:
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return {int(pid) for pid in children}
+
+
+def test_a_worker_process_past_the_memory_bound_is_replaced_after_its_task(
+    tmp_path, transactional_db
+):
+    need_service(shutil.which("redis-server") is not None, "redis-server")
+    port = processes.free_port()
+    env = dict(
+        os.environ,
+        DATABASE_URL=database_url(),
+        REDIS_URL=f"redis://127.0.0.1:{port}/0",
+        DECISIONBOARD_VAR_DIR=str(tmp_path),
+        # Below what a pool process needs just to start: every task ends with a replacement.
+        DECISIONBOARD_WORKER_MAX_MEMORY_MB="32",
+    )
+    worker = [str(BIN / "celery"), "-A", "config", "worker", "--hostname", "bounded@%h", "-c", "1"]
+    with (
+        redis_server(port, tmp_path / "redis.log"),
+        processes.running(worker, env=env, log=tmp_path / "worker.log") as master,
+    ):
+        before = wait_until(lambda: _pool_processes(master.pid), 60, "the pool process")
+        sent = _celery(env, "call", "workers.tasks.heartbeat_task", "--args", '["default"]')
+        assert sent.returncode == 0, sent.stderr
+        wait_until(lambda: Heartbeat.objects.exists(), 60, "the task to run")
+        after = wait_until(
+            lambda: (pool := _pool_processes(master.pid)) and pool != before and pool,
+            30,
+            "the pool process to be replaced",
+        )
+        assert len(after) == 1 and not after & before
