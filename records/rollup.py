@@ -432,4 +432,3 @@ def _segment(s: StreakSegment) -> streaks.Segment:
 
 def _db_time(value: datetime):
     return connection.ops.adapt_datetimefield_value(value)
-
