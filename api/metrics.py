@@ -113,6 +113,4 @@ class StreakView(ReadView):
             }
             for s in streaks
         ]
-        return Response(
-            {"results": results, "next": None, "freshness": freshness()}
-        )
+        return Response({"results": results, "next": None, "freshness": freshness()})
