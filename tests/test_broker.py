@@ -13,7 +13,8 @@ PER_PRODUCER = 1500
 
 def _connection(folder: str) -> Connection:
     options = {"data_folder_in": folder, "data_folder_out": folder, "store_processed": False,
-               "processed_folder": folder, "polling_interval": 0}  # fmt: skip
+               "processed_folder": folder, "control_folder": f"{folder}/control",
+               "polling_interval": 0}  # fmt: skip
     return Connection("filesystem://", transport=Transport, transport_options=options)
 
 
