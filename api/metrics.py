@@ -15,9 +15,9 @@ from rest_framework.views import APIView
 from api.access import CanRead, project_for_request
 from api.auth import ApiKeyAuthentication
 from records.filters import FilterError, parse_filters
+from records.freshness import freshness
 from records.metrics import METRICS, MetricError, query_metric
 from records.models import Streak
-from records.rollup import freshness
 
 DEFAULT_RANGE = timedelta(hours=24)
 # Rollups are kept per project, agent and model, not per run or session.
@@ -85,7 +85,7 @@ class MetricView(ReadView):
             raise ValidationError(
                 {exc.param: [str(exc.args[0]) if isinstance(exc, MetricError) else exc.message]}
             ) from None
-        body["freshness"] = freshness(project_id=project.pk)
+        body["freshness"] = freshness()
         return Response(body)
 
 
@@ -113,6 +113,4 @@ class StreakView(ReadView):
             }
             for s in streaks
         ]
-        return Response(
-            {"results": results, "next": None, "freshness": freshness(project_id=project.pk)}
-        )
+        return Response({"results": results, "next": None, "freshness": freshness()})

@@ -14,7 +14,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_int, env_rate, env_size, env_str
-from workers.queues import ROUTES, Queue
+from workers.queues import ROUTES, TASK_QUEUES, Queue
 from workers.schedule import BEAT_SCHEDULE
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -70,6 +70,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so that it is the first to see a view's exception: 503 when the database is down.
+    "config.outage.DatabaseOutageMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -91,33 +93,54 @@ TEMPLATES = [
 ]
 
 
+# SQLite, embedded or through DATABASE_URL: WAL lets the web and the workers read while one
+# writes; IMMEDIATE takes the write lock at BEGIN so that two writers queue instead of
+# dead-locking (a deferred transaction that upgrades to a write fails at once with "database is
+# locked", whatever the timeout); the timeout is how long a writer queues before giving up.
+SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 30,
+}
+# PostgreSQL: give up on a connection attempt after this, so that an unreachable server answers
+# 503 (config.outage) instead of holding a web worker for the kernel's TCP timeout.
+POSTGRES_CONNECT_TIMEOUT = 5
+
+
+def _sqlite_test_name(name: Path) -> str:
+    # A file (not :memory:) so that the worker and web subprocesses of the integration tests
+    # share it; one per test process so that runs don't collide.
+    return str(name.with_name(f"test-{name.stem}-{os.getpid()}.sqlite3"))
+
+
 def _databases() -> dict:
     url = env_str("DATABASE_URL")
     if not url:
+        name = VAR_DIR / "decisionboard.sqlite3"
         return {
             "default": {
                 "ENGINE": "django.db.backends.sqlite3",
-                "NAME": VAR_DIR / "decisionboard.sqlite3",
-                # WAL lets the web and the worker read while one writes; IMMEDIATE takes the
-                # write lock at BEGIN so that two writers queue instead of dead-locking.
-                "OPTIONS": {
-                    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-                    "transaction_mode": "IMMEDIATE",
-                    "timeout": 30,
-                },
-                # A file (not :memory:) so that the worker and web subprocesses of the
-                # integration tests share it; one per test process so that runs don't collide.
+                "NAME": name,
+                "OPTIONS": dict(SQLITE_OPTIONS),
                 "TEST": {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")},
             }
         }
     try:
+        # Persistent connections, each checked before its first use in a request (or task), so
+        # that a connection broken by a database restart is replaced instead of reused.
         config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
     except Exception as exc:  # dj-database-url raises several types for a bad URL
         raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
-    if config["ENGINE"] not in ("django.db.backends.postgresql", "django.db.backends.sqlite3"):
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        # The same options as the embedded default; the URL's own query options win.
+        config["OPTIONS"] = {**SQLITE_OPTIONS, **config.get("OPTIONS", {})}
+        config["TEST"] = {"NAME": _sqlite_test_name(Path(config["NAME"]))}
+        return {"default": config}
+    if config["ENGINE"] != "django.db.backends.postgresql":
         raise ImproperlyConfigured(
             f"DATABASE_URL names {config['ENGINE']}; Decisionboard runs on PostgreSQL or SQLite"
         )
+    config.setdefault("OPTIONS", {}).setdefault("connect_timeout", POSTGRES_CONNECT_TIMEOUT)
     # One test database per test process, so that concurrent runs on one server don't collide.
     config["TEST"] = {"NAME": f"test_{config['NAME']}_{os.getpid()}"}
     return {"default": config}
@@ -240,6 +263,9 @@ else:
     # The filesystem transport ignores the host; naming one keeps kombu from warning that none was
     # supplied on every connection.
     CELERY_BROKER_URL = "filesystem://localhost//"
+    # kombu's own, except that a message appears in the queue folder only once written whole
+    # (workers/broker.py): the stock one loses messages read half-written.
+    CELERY_BROKER_TRANSPORT = "workers.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
@@ -253,11 +279,21 @@ else:
         (CELERY_BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = Queue.DEFAULT.value
+CELERY_TASK_QUEUES = TASK_QUEUES
 CELERY_TASK_ROUTES = ROUTES
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_RESULT_BACKEND = None
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Bounded worker memory: a pool process found above this after a task (which always finishes) is
+# replaced by a fresh one, so that the workers stay flat over days whatever the heap keeps. The
+# work itself is bounded: a catch-up pass reads at most 20,000 records (records.rollup), an
+# export streams 2,000 rows at a time (records.export), and each pool process takes one message
+# at a time so that a long export holds no others back.
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = (
+    env_int("DECISIONBOARD_WORKER_MAX_MEMORY_MB", 300, minimum=32) * 1024  # in KiB
+)
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
 

@@ -20,3 +20,6 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("dashboard.urls")),
 ]
+
+# A database outage raised outside a view is a 503 too (config.outage); the rest, Django's 500.
+handler500 = "config.outage.server_error"

@@ -13,8 +13,8 @@ from dashboard import figures, rollups
 from dashboard.access import get_project_for_user, operator_projects
 from dashboard.params import chart_context, chart_params
 from dashboard.runs import run_row
+from records.freshness import freshness
 from records.models import Run
-from records.rollup import freshness
 from workers.heartbeat import queue_status
 
 RECENT_RUNS = 15
@@ -49,7 +49,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             run_row(r)
             for r in Run.objects.filter(project=project).order_by("-last_ts", "-id")[:RECENT_RUNS]
         ],
-        freshness=freshness(project_id=project.pk),
+        freshness=freshness(),
         queues=queues,
         stale_queues=[q.queue for q in queues if q.stale],
         # Firing alerts of every project the operator is in: one firing elsewhere matters too.

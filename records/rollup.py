@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 import orjson
 from django.db import connection, transaction
-from django.db.models import Max, Min
+from django.db.models import Max
 from django.utils import timezone
 
 from records import keys, streaks
@@ -668,20 +668,3 @@ def _segment(s: StreakSegment) -> streaks.Segment:
 
 def _db_time(value: datetime):
     return connection.ops.adapt_datetimefield_value(value)
-
-
-def freshness(*, project_id: int | None = None, now: datetime | None = None) -> dict:
-    """How far the rollups lag the records: the watermark, what waits, and for how long."""
-    now = now or timezone.now()
-    watermark = Watermark.objects.filter(name=WATERMARK).first()
-    last_id = watermark.last_id if watermark else 0
-    pending = Record.objects.filter(id__gt=last_id)
-    if project_id is not None:
-        pending = pending.filter(project_id=project_id)
-    oldest = pending.aggregate(t=Min("received_at"))["t"]
-    return {
-        "watermark_id": last_id,
-        "pending_records": pending.count(),
-        "lag_seconds": round((now - oldest).total_seconds(), 3) if oldest else 0.0,
-        "last_pass_at": watermark.last_pass_at if watermark else None,
-    }

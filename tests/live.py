@@ -1,10 +1,12 @@
 """Helpers for tests that drive the product's real processes over HTTP (test_serve,
-test_worker_integration)."""
+test_worker_integration, test_queues, test_outage)."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
+import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,6 +14,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import requests
+
+from workers import processes
 
 T = TypeVar("T")
 
@@ -78,3 +82,33 @@ def web_server(
             lambda: requests.get(f"{base}/v1/traces", timeout=10) is not None, 30, "gunicorn"
         )
         yield base
+
+
+def redis_server(port: int, log: Path) -> Iterator:
+    """A private redis-server on `port` for the duration of the block (a test may kill it)."""
+    with processes.running(
+        [
+            shutil.which("redis-server"),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        env=dict(os.environ),
+        log=log,
+    ) as proc:
+        wait_until(lambda: _ping(port), 10, "redis-server")
+        yield proc
+
+
+def _ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -47,7 +48,8 @@ def _settings_in_subprocess(**env) -> subprocess.CompletedProcess:
     code = (
         "import django, os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings'; "
         "django.setup(); from django.conf import settings as s; "
-        "print(s.DATABASES['default']['ENGINE'], s.DEBUG, s.CELERY_BROKER_URL.split(':')[0])"
+        "print(s.DATABASES['default']['ENGINE'], s.DEBUG, s.CELERY_BROKER_URL.split(':')[0], "
+        "getattr(s, 'CELERY_BROKER_TRANSPORT', '-'))"
     )
     full_env = {
         k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DEBUG")
@@ -60,7 +62,12 @@ def _settings_in_subprocess(**env) -> subprocess.CompletedProcess:
 
 def test_it_defaults_to_sqlite_the_filesystem_broker_and_debug_off(tmp_path):
     out = _settings_in_subprocess(DECISIONBOARD_VAR_DIR=str(tmp_path))
-    assert out.stdout.split() == ["django.db.backends.sqlite3", "False", "filesystem"], out.stderr
+    assert out.stdout.split() == [
+        "django.db.backends.sqlite3",
+        "False",
+        "filesystem",
+        "workers.broker:Transport",  # kombu's, made safe against half-written messages
+    ], out.stderr
 
 
 def test_it_switches_to_postgresql_and_redis_from_the_environment(tmp_path):
@@ -70,7 +77,7 @@ def test_it_switches_to_postgresql_and_redis_from_the_environment(tmp_path):
         REDIS_URL="redis://cache:6379/0",
         DEBUG="1",
     )
-    assert out.stdout.split() == ["django.db.backends.postgresql", "True", "redis"], out.stderr
+    assert out.stdout.split() == ["django.db.backends.postgresql", "True", "redis", "-"], out.stderr
 
 
 @pytest.mark.parametrize(
@@ -86,3 +93,31 @@ def test_it_refuses_to_start_on_a_malformed_setting(tmp_path, env, words):
     out = _settings_in_subprocess(DECISIONBOARD_VAR_DIR=str(tmp_path), **env)
     assert out.returncode != 0
     assert "ImproperlyConfigured" in out.stderr and words in out.stderr
+
+
+_SQLITE_CONNECTION = (
+    "import django, json, os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings'; "
+    "django.setup(); from django.db import connection as c; cur = c.cursor(); "
+    "print(json.dumps({'journal_mode': cur.execute('PRAGMA journal_mode').fetchone()[0], "
+    "'busy_timeout': cur.execute('PRAGMA busy_timeout').fetchone()[0], "
+    "'transaction_mode': c.transaction_mode, 'name': str(c.settings_dict['NAME'])}))"
+)
+
+
+@pytest.mark.parametrize("through_url", [False, True])
+def test_sqlite_through_database_url_is_opened_like_the_embedded_default(tmp_path, through_url):
+    # WAL (readers alongside a writer), IMMEDIATE transactions (writers queue instead of failing
+    # at once with "database is locked") and a 30 s busy timeout, whichever way SQLite is named.
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env["DECISIONBOARD_VAR_DIR"] = str(tmp_path)
+    if through_url:
+        env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'elsewhere.sqlite3'}"
+    out = subprocess.run(
+        [sys.executable, "-c", _SQLITE_CONNECTION], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    opened = json.loads(out.stdout)
+    assert opened["journal_mode"] == "wal"
+    assert opened["busy_timeout"] == 30_000
+    assert opened["transaction_mode"] == "IMMEDIATE"
+    assert opened["name"].endswith("elsewhere.sqlite3" if through_url else "decisionboard.sqlite3")

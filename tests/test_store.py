@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import psycopg
 import pytest
 from django.db import transaction
 
 from records.models import Record
 from records.normalise import normalise
 from records.store import store_records
+from tests.conftest import database_url
 from tests.factories import record
 
 NOW = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
@@ -34,3 +36,17 @@ def test_it_empties_the_postgresql_stage_between_batches(alice, postgres):
         with postgres.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM ingest_stage")
             assert cursor.fetchone()[0] == 4
+
+
+def test_ingest_never_waits_for_a_catch_up_pass_that_updated_the_run(
+    transactional_db, alice, postgres
+):
+    store_records(alice.project.pk, [normalise(record(run_id="busy"), now=NOW)], NOW)
+    with psycopg.connect(database_url()) as catch_up:
+        # A pass has updated the run (records.rollup._merge_runs) and not committed yet.
+        catch_up.execute("UPDATE records_run SET record_count = 1 WHERE run_id = 'busy'")
+        with postgres.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '2s'")  # waiting would fail the batch
+        late = normalise(record(run_id="busy"), now=NOW)
+        assert store_records(alice.project.pk, [late], NOW).accepted == 1
+        catch_up.rollback()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,40 +20,10 @@ import requests
 from records.models import ApiKey, Project
 from tests.conftest import database_url, need_service
 from tests.factories import record
-from tests.live import task_received, wait_until
+from tests.live import redis_server, task_received, wait_until
 from workers import processes
 
 RANGE = {"from": "2026-11-20T00:00:00Z", "to": "2026-11-21T00:00:00Z", "interval": "day"}
-
-
-@contextmanager
-def redis_server(port: int, log: Path):
-    with processes.running(
-        [
-            shutil.which("redis-server"),
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        env=dict(os.environ),
-        log=log,
-    ) as proc:
-        wait_until(lambda: _ping(port), 10, "redis-server")
-        yield proc
-
-
-def _ping(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
 
 
 @contextmanager

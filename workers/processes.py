@@ -24,8 +24,10 @@ BIN = Path(sys.executable).parent
 
 
 def web_command(bind: str, workers: int, *extra: str) -> list[str]:
-    """gunicorn serving config.wsgi on `bind` (host:port) with `workers` sync workers."""
-    return [str(BIN / "gunicorn"), "config.wsgi", "--bind", bind, "--workers", str(workers), *extra]
+    """gunicorn serving config.wsgi on `bind` (host:port) with `workers` processes, configured
+    by the gunicorn.conf.py at the root (threaded workers: a read never waits behind a batch)."""
+    return [str(BIN / "gunicorn"), "--config", str(BASE_DIR / "gunicorn.conf.py"), "config.wsgi",
+            "--bind", bind, "--workers", str(workers), *extra]  # fmt: skip
 
 
 def worker_command(

@@ -8,14 +8,19 @@ Three kinds of work with different clocks, so that none waits behind another:
   with backoff; a slow webhook must hold up neither the rollups nor an export.
 - `exports`: export jobs, minutes long at a million records.
 
-`manage.py serve` runs a worker with beat on `default` and a second one, two tasks at a time, on
-the two others (workers.processes.worker_commands): there, two exports running at once hold
-notifications back until one ends. In production run one worker process (or more) per queue.
+A plain `celery -A config worker` consumes all three (TASK_QUEUES), so that a newcomer's one
+worker runs everything; `--queues` narrows a worker to some of them. `manage.py serve` runs a
+worker with beat on `default` and a second one, two tasks at a time, on the two others
+(workers.processes.worker_commands): there, two exports running at once hold notifications back
+until one ends. In production run one worker process (or more) per queue.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+
+from kombu import Exchange
+from kombu import Queue as KombuQueue
 
 
 class Queue(StrEnum):
@@ -23,6 +28,11 @@ class Queue(StrEnum):
     NOTIFICATIONS = "notifications"
     EXPORTS = "exports"
 
+
+# Every queue declared, so that a worker started without --queues consumes them all (Celery's
+# default is task_default_queue alone). Each as Celery would create it on demand: a direct
+# exchange of its own name, routed by its name, so messages already queued stay compatible.
+TASK_QUEUES = [KombuQueue(q.value, Exchange(q.value), routing_key=q.value) for q in Queue]
 
 # Tasks not named here go to `default` (CELERY_TASK_DEFAULT_QUEUE).
 ROUTES = {

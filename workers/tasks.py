@@ -1,4 +1,9 @@
-"""Celery tasks: one-line wrappers around plain functions that take ids, never instances."""
+"""Celery tasks: one-line wrappers around plain functions that take ids, never instances.
+
+Only errors a retry can fix are retried: a transport's temporary failure, and the database
+being unreachable or restarting (config.outage.DATABASE_UNAVAILABLE), which a few seconds
+often fix. Anything else is a bug a retry would only repeat.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,18 @@ from celery import shared_task
 
 from alerts import delivery, engine
 from alerts.transports import TransportError
+from config.outage import DATABASE_UNAVAILABLE
 from records import rollup
 from workers import exports, heartbeat
+
+# A catch-up cut short by an outage retries after 1, 2, 4, 8 s. A retry keeps the expiry of the
+# message it retries, so beat's (sent every 5 s, expiring in 5 s) give way to the next tick
+# instead of piling up through a long outage; an ingest nudge's (60 s) retries in full.
+CATCH_UP_RETRIES = 4
+
+
+def catch_up_backoff(retries: int) -> int:
+    return 2**retries
 
 
 @shared_task(ignore_result=True)
@@ -15,9 +30,14 @@ def heartbeat_task(queue: str = "default") -> None:
     heartbeat.beat(queue)
 
 
-@shared_task(ignore_result=True)
-def catch_up_task() -> None:
-    rollup.catch_up()
+@shared_task(bind=True, ignore_result=True, max_retries=CATCH_UP_RETRIES)
+def catch_up_task(self) -> None:
+    try:
+        rollup.catch_up()
+    except DATABASE_UNAVAILABLE as exc:
+        # Each pass moves the watermark in its own transaction, so a pass the outage cut short
+        # left nothing behind: the retry resumes from the watermark. (Celery logs the retry.)
+        raise self.retry(exc=exc, countdown=catch_up_backoff(self.request.retries)) from None
 
 
 @shared_task(ignore_result=True)
@@ -39,6 +59,9 @@ def deliver_notification_task(self, event_id: int, channel_id: int) -> None:
     except TransportError as exc:
         if not (exc.permanent or final):
             raise self.retry(countdown=delivery.backoff(self.request.retries)) from None
+    except DATABASE_UNAVAILABLE as exc:
+        # The event and the attempts live in the database: try the whole delivery again later.
+        raise self.retry(exc=exc, countdown=delivery.backoff(self.request.retries)) from None
 
 
 def enqueue_delivery(event_id: int, channel_id: int) -> None:

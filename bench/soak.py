@@ -1,0 +1,335 @@
+"""Soak: sustained out-of-order ingest while an operator reads (DESIGN §9, issue 12).
+
+    .venv/bin/python bench/soak.py [--minutes 10] [--rate 3000] [--clients 2] [--backlog 200000]
+
+On a scratch PostgreSQL database (decisionboard_bench_soak; autovacuum as the server has it) and
+Redis (REDIS_URL, default the local one), the product runs as shipped: gunicorn with
+gunicorn.conf.py and the Celery workers with beat (workers.processes.worker_commands).
+
+1. Load, `minutes` long: `clients` processes post batches of 500 on a fixed schedule, together
+   `rate` records/s. Each batch is whole runs of every kind (records.demo, run after run) with
+   timestamps spread over the 30 minutes before it is sent: agents flush a run when it ends, so
+   records arrive up to half an hour late, a third of them verdicts or picks of past minutes.
+   Meanwhile a reader requests, one after another, the overview, the runs list, a run, the
+   classifiers page and the metrics API (a latency percentile by model, per minute); and a
+   poller reads the records total from the metrics API every 250 ms to time each batch's lag
+   (from its 200 to the first poll that counts it).
+2. Drain: the time from the last batch to the rollups counting every record.
+3. Ceiling: the workers stopped, the same clients post the same kind of batches as fast as they
+   can for 20 s (what bench/ingest.py measures), in the same run.
+4. Backlog (`--backlog`, 0 skips it): that many records of the last 30 minutes stored shuffled,
+   with no worker running, then one catch-up to the end, against the COPY ceiling of the same
+   rows (bench.common.copy_ceiling).
+
+Prints the sustained rate as a ratio to the ceiling with the lag p95 and the drain (goals, at
+the highest rate that keeps them: lag p95 < 5 s, drain < 30 s, ratio >= 0.5; run it at a few
+rates to find that one), p50/p95 of every page and API call during the load (goal p95 < 150 ms),
+the RSS of web and workers at the start, middle and end of the load (goal: flat) and the
+shuffled catch-up's ratio to COPY (goal >= 0.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import random
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlencode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import ADMIN_URL, copy_ceiling, gunicorn, setup_django, store_rows  # noqa: E402
+from workers.processes import running, worker_commands  # noqa: E402
+
+BATCH = 500
+SPREAD = timedelta(minutes=30)
+CHUNK = 20  # batches generated at a time by a client
+CEILING_SECONDS = 20
+
+
+# --- clients (child processes) ------------------------------------------------------------------
+def _batches(client: int, seed_base: int):
+    """Endless batches of whole runs with timestamps over the last 30 minutes, made as sent."""
+    import orjson
+
+    from records.demo import generate_records
+
+    chunk = 0
+    while True:
+        seed = seed_base + client * 1_000_000 + chunk
+        records = list(
+            generate_records(records=BATCH * CHUNK, runs=BATCH * CHUNK // 100, seed=seed,
+                             end=datetime.now(UTC).replace(microsecond=0), span=SPREAD)
+        )  # fmt: skip
+        for i in range(0, len(records), BATCH):
+            yield orjson.dumps({"records": records[i : i + BATCH]})
+        chunk += 1
+
+
+def post_at_rate(args) -> list[tuple[float, int]]:
+    """One client: batches on a fixed schedule (rate 0: back to back) until `until` (or
+    `most` batches); returns (time of each 200, records accepted)."""
+    port, key, rate, until, client, seed_base, most = args
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    acks = []
+    start = time.monotonic()
+    for n, body in enumerate(_batches(client, seed_base)):
+        if rate:
+            time.sleep(max(0.0, start + n * BATCH / rate - time.monotonic()))
+        if time.monotonic() >= until or n >= most:
+            break
+        conn.request("POST", "/api/v1/records", body=body, headers=headers)
+        response = conn.getresponse()
+        payload = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {payload[:300]!r}")
+        acks.append((time.monotonic(), json.loads(payload)["accepted"]))
+    return acks
+
+
+def _metrics_path(metric: str, interval: str, **extra: str) -> str:
+    now = datetime.now(UTC)
+    params = {"interval": interval, "from": (now - timedelta(days=1)).isoformat(),
+              "to": (now + timedelta(days=1)).isoformat(), **extra}  # fmt: skip
+    return f"/api/v1/metrics/{metric}?{urlencode(params)}"
+
+
+def poll_totals(port: int, key: str, until: float, out) -> None:
+    """(time, records counted by the rollups) every 250 ms until `until`."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Authorization": f"Bearer {key}"}
+    samples = []
+    while time.monotonic() < until:
+        conn.request("GET", _metrics_path("records", "day"), headers=headers)
+        body = json.loads(conn.getresponse().read())
+        samples.append((time.monotonic(), sum(t["value"] for t in body["totals"])))
+        time.sleep(0.25)
+    out.send(samples)
+
+
+def read_pages(port: int, session: str, key: str, run_id: str, until: float, out) -> None:
+    """An operator and a dashboard client reading in turn: {name: [seconds]} until `until`."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    page = {"Cookie": f"sessionid={session}"}
+    api = {"Authorization": f"Bearer {key}"}
+    calls = [
+        ("overview", "/", page),
+        ("runs list", "/runs/", page),
+        ("a run", f"/runs/{run_id}/", page),
+        ("classifiers", "/classifiers/", page),
+        ("metrics API", None, api),
+    ]
+    times: dict[str, list[float]] = {name: [] for name, _, _ in calls}
+    while time.monotonic() < until:
+        for name, path, headers in calls:
+            path = path or _metrics_path("classifier_latency_p95", "minute", group_by="model")
+            start = time.perf_counter()
+            conn.request("GET", path, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            if response.status != 200:
+                raise RuntimeError(f"{name}: HTTP {response.status}")
+            times[name].append(time.perf_counter() - start)
+    out.send(times)
+
+
+# --- measurements -------------------------------------------------------------------------------
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process group (a gunicorn or Celery master and its children)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pid:  # the process group
+                status = (stat.parent / "status").read_text()
+                total += int(status.split("VmRSS:")[1].split()[0])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 1024
+
+
+def _p(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def setup(args):
+    from django.contrib.auth import get_user_model
+    from django.contrib.sessions.backends.db import SessionStore
+
+    from records.models import ApiKey, Membership, Project
+
+    project = Project.objects.create(name="soak")
+    ingest_key = ApiKey.issue(project, ApiKey.Scope.INGEST)[1]
+    read_key = ApiKey.issue(project, ApiKey.Scope.READ)[1]
+    user = get_user_model().objects.create_user("soak", password="soak")
+    Membership.objects.create(user=user, project=project)
+    session = SessionStore()
+    session.update({"_auth_user_id": str(user.pk),
+                    "_auth_user_backend": "django.contrib.auth.backends.ModelBackend",
+                    "_auth_user_hash": user.get_session_auth_hash()})  # fmt: skip
+    session.create()
+    return project, ingest_key, read_key, session.session_key
+
+
+def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
+    from records.models import Record
+
+    default, jobs = worker_commands(var / "beat-schedule", loglevel="WARNING")
+    env = dict(os.environ)
+    fork = multiprocessing.get_context("fork")
+    seconds = args.minutes * 60
+    with gunicorn(2, var / "web.log") as (port, web):
+        with (
+            running(default, env=env, log=var / "worker.log", timeout=30) as worker,
+            running(jobs, env=env, log=var / "jobs-worker.log", timeout=30),
+        ):
+            # A first flush so that the pages have a run to show, folded in before the clock.
+            post_at_rate((port, ingest_key, 0, time.monotonic() + 60, 99, 7, 1))
+            while Record.objects.filter(project=project).count() and not _rolled_up(project):
+                time.sleep(0.5)
+            run_id = Record.objects.filter(project=project).values_list("run_id", flat=True)[0]
+            already = Record.objects.filter(project=project).count()
+            rss = {"start": (rss_mb(web.pid), rss_mb(worker.pid))}
+            start = time.monotonic()
+            until = start + seconds
+            poll_in, poll_out = multiprocessing.Pipe(duplex=False)
+            read_in, read_out = multiprocessing.Pipe(duplex=False)
+            poller = fork.Process(
+                target=poll_totals, args=(port, read_key, until + args.drain_limit, poll_out)
+            )
+            reading = (port, session, read_key, run_id, until, read_out)
+            reader = fork.Process(target=read_pages, args=reading)
+            poller.start()
+            reader.start()
+            shares = [(port, ingest_key, args.rate / args.clients, until, c, 100, 10**9)
+                      for c in range(args.clients)]  # fmt: skip
+            with fork.Pool(args.clients) as pool:
+                pending = pool.map_async(post_at_rate, shares)
+                time.sleep(seconds / 2)
+                rss["middle"] = (rss_mb(web.pid), rss_mb(worker.pid))
+                per_client = pending.get()
+            ended = time.monotonic()
+            reads = read_in.recv()
+            samples = poll_in.recv()
+            poller.join()
+            reader.join()
+            rss["end"] = (rss_mb(web.pid), rss_mb(worker.pid))
+        acks = sorted(a for client in per_client for a in client)
+        posted = sum(n for _, n in acks)
+        # Lag of each batch: from its 200 to the first poll counting every record acked by then.
+        lags, acked = [], already
+        for at, n in acks:
+            acked += n
+            seen = next((t for t, total in samples if t >= at and total >= acked), None)
+            lags.append(seen - at if seen is not None else float("inf"))
+        drained = next((t for t, total in samples if total >= acked), None)
+        ceiling = ceiling_rate(args, port, ingest_key)
+    return {
+        "rate": posted / (ended - start), "posted": posted, "lags": lags, "reads": reads,
+        "drain": (drained - ended) if drained is not None else None, "rss": rss,
+        "ceiling": ceiling,
+    }  # fmt: skip
+
+
+def _rolled_up(project) -> bool:
+    from records.freshness import freshness
+
+    return freshness()["pending_records"] == 0
+
+
+def ceiling_rate(args, port: int, key: str) -> float:
+    """bench/ingest.py's measure, here: the same clients posting back to back, no workers."""
+    until = time.monotonic() + CEILING_SECONDS
+    shares = [(port, key, 0, until, c, 200, 10**9) for c in range(args.clients)]
+    start = time.monotonic()
+    with multiprocessing.get_context("fork").Pool(args.clients) as pool:
+        acks = [a for client in pool.map(post_at_rate, shares) for a in client]
+    return sum(n for _, n in acks) / (max(t for t, _ in acks) - start)
+
+
+def shuffled_backlog(args, project) -> tuple[float, float]:
+    from records import rollup
+    from records.demo import generate_records
+    from records.normalise import normalise
+    from records.store import store_records
+
+    rollup.catch_up(max_seconds=3600)
+    now = datetime.now(UTC)
+    end = now.replace(microsecond=0)
+    runs = max(1, args.backlog // 100)
+    records = list(generate_records(records=args.backlog, runs=runs, seed=13, end=end, span=SPREAD))
+    random.Random(13).shuffle(records)
+    normalised = [normalise(r, now=now) for r in records]
+    for i in range(0, len(normalised), 5000):
+        store_records(project.pk, normalised[i : i + 5000], now)
+    start = time.perf_counter()
+    folded = rollup.catch_up(max_seconds=3600)
+    rate = folded / (time.perf_counter() - start)
+    return rate, copy_ceiling(store_rows(project.pk, now, normalised))
+
+
+def drop_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=10)
+    parser.add_argument("--rate", type=int, default=3000, help="records/s, all clients together")
+    parser.add_argument("--clients", type=int, default=2)
+    parser.add_argument("--backlog", type=int, default=200_000)
+    parser.add_argument("--drain-limit", type=float, default=120, help="seconds to wait")
+    args = parser.parse_args()
+
+    var = Path("/tmp/decisionboard-bench-soak")
+    var.mkdir(exist_ok=True)
+    os.environ["DECISIONBOARD_VAR_DIR"] = str(var)
+    setup_django("decisionboard_bench_soak",
+                 redis_url=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))  # fmt: skip
+    project, ingest_key, read_key, session = setup(args)
+    result = load(args, project, ingest_key, read_key, session, var)
+
+    lags = result["lags"]
+    p95_lag = _p(lags, 0.95)
+    drain = result["drain"]
+    ratio = result["rate"] / result["ceiling"]
+    print(f"\nposted {result['posted']:,} records in {args.minutes:g} min at "
+          f"{result['rate']:,.0f} rec/s ({args.clients} clients); ingest ceiling "
+          f"{result['ceiling']:,.0f} rec/s; ratio {ratio:.2f}")  # fmt: skip
+    print(f"rollup lag p50 {_p(lags, 0.5):.2f} s, p95 {p95_lag:.2f} s (goal < 5 s); drain "
+          + (f"{drain:.1f} s" if drain is not None else f"not done in {args.drain_limit:.0f} s")
+          + " (goal < 30 s)")  # fmt: skip
+    kept = p95_lag < 5 and drain is not None and drain < 30
+    print(
+        f"  at this rate the rollups {'keep up' if kept else 'do NOT keep up'}; "
+        f"sustained ratio {ratio:.2f} (goal >= 0.5 at the highest rate that keeps up)"
+    )
+    for name, samples in result["reads"].items():
+        p95 = _p(samples, 0.95) * 1000
+        print(f"{name:12} {len(samples):5} calls  p50 {_p(samples, 0.5) * 1000:7.1f} ms  "
+              f"p95 {p95:7.1f} ms  {'ok' if p95 < 150 else 'over 150 ms'}")  # fmt: skip
+    for when, (web, worker) in result["rss"].items():
+        print(f"RSS {when:6}  web {web:7.0f} MB  default worker {worker:7.0f} MB")
+    if args.backlog:
+        rate, copy = shuffled_backlog(args, project)
+        print(f"shuffled backlog of {args.backlog:,}: catch-up {rate:,.0f} rec/s, copy "
+              f"{copy:,.0f} rows/s, ratio {rate / copy:.2f} (goal >= 0.5)")  # fmt: skip
+    from django.db import connections
+
+    connections.close_all()
+    drop_database("decisionboard_bench_soak")
+
+
+if __name__ == "__main__":
+    main()

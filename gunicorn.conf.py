@@ -1,0 +1,34 @@
+"""The web server's configuration, shipped with the product.
+
+gunicorn reads ./gunicorn.conf.py by default; workers.processes.web_command names this file
+explicitly, so `bin/start` (manage.py serve), the tests, the benchmarks and a production
+`gunicorn config.wsgi` run from this folder all serve with it.
+
+Threads, so that a read never queues behind an ingest batch: with sync workers a request waits
+for a free process, and two batches of 500 records (30 ms each on a quiet machine, ~260 ms
+under load) held both of bin/start's two workers while pages waited behind them. A thread of
+a gthread worker takes the next request at once; a batch is Python work under the GIL, which
+the interpreter hands over every few milliseconds, and every query releases it. Each thread
+keeps its own database connection (CONN_MAX_AGE): workers x threads connections per machine.
+"""
+
+from __future__ import annotations
+
+from config.env import env_int
+
+wsgi_app = "config.wsgi"
+worker_class = "gthread"
+# Processes: one or two per core. WEB_CONCURRENCY is the variable platforms set for this.
+workers = env_int("WEB_CONCURRENCY", 2, minimum=1)
+threads = env_int("DECISIONBOARD_WEB_THREADS", 4, minimum=1)
+# A worker is replaced, gracefully, after this many requests (with jitter so that they do not
+# all restart at once): whatever a process accumulates (allocator fragmentation, caches) is
+# given back, so web memory stays flat over days of ingest.
+max_requests = env_int("DECISIONBOARD_WEB_MAX_REQUESTS", 20_000, minimum=0)
+max_requests_jitter = max_requests // 10
+# A request is never this long (ingest bodies are capped at 5 MB, exports stream); a worker
+# silent for longer is hung and replaced.
+timeout = 60
+graceful_timeout = 10
+# Idle keep-alive connections of ingest clients hold a thread's connection slot, not a thread.
+keepalive = 5

@@ -1,0 +1,101 @@
+"""Freshness (how far the rollups lag the records) costs the same whatever the backlog."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from records import rollup
+from records.demo import generate_records
+from records.freshness import describe
+from tests.factories import record
+from tests.test_pages import operator, post
+
+T0 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
+RANGE = {"from": "2026-11-20T00:00:00Z", "to": "2026-11-21T00:00:00Z", "interval": "day"}
+
+
+def test_it_counts_what_waits_by_ids_and_says_when_that_is_an_estimate():
+    def pending(newest: int, oldest_id: int | None) -> tuple[int, bool, float]:
+        oldest = (oldest_id, T0 - timedelta(seconds=42)) if oldest_id else None
+        f = describe(
+            watermark_id=10, last_pass_at=T0, newest_id=newest, oldest_pending=oldest, now=T0
+        )
+        return f["pending_records"], f["pending_estimated"], f["lag_seconds"]
+
+    assert pending(10, None) == (0, False, 0.0)  # caught up: exact, and no lag
+    assert pending(12, 12) == (1, False, 42.0)  # one record waits: exact
+    # Ids used up by duplicates or rolled-back batches would count too: at most 24.
+    assert pending(35, 12) == (24, True, 42.0)
+
+
+def freshness_of(persona) -> dict:
+    response = persona.client(persona.read_key).get("/api/v1/metrics/records", RANGE)
+    assert response.status_code == 200, response.content
+    return response.json()["freshness"]
+
+
+@pytest.mark.both_dbs
+def test_the_metrics_api_reports_the_backlog_and_its_age(alice):
+    post(alice, [record(ts="2026-11-20T09:30:00Z") for _ in range(3)])
+    waiting = freshness_of(alice)
+    assert waiting["pending_records"] == 3 and waiting["pending_estimated"] is True
+    assert waiting["lag_seconds"] >= 0
+    rollup.catch_up()
+    done = freshness_of(alice)
+    assert (done["pending_records"], done["pending_estimated"], done["lag_seconds"]) == (
+        0,
+        False,
+        0,
+    )
+    assert done["watermark_id"] == done["newest_id"] == waiting["newest_id"]
+    assert done["last_pass_at"]
+
+
+@pytest.mark.both_dbs
+def test_a_resent_batch_can_only_overstate_the_backlog(alice):
+    batch = [record(ts="2026-11-20T09:30:00Z") for _ in range(3)]
+    post(alice, batch)
+    rollup.catch_up()
+    post(alice, [*batch, record(ts="2026-11-20T09:31:00Z")])  # three duplicates, one new
+    waiting = freshness_of(alice)
+    # Exactly one record waits; PostgreSQL used up an id for each duplicate, SQLite did not.
+    assert waiting["pending_records"] >= 1
+    assert waiting["pending_records"] == 1 or waiting["pending_estimated"]
+
+
+_COUNT_ON_RECORDS = re.compile(r"\bCOUNT\s*\(.*\bFROM\s+\"?records_record\"?", re.I | re.S)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/",
+        "/runs/",
+        "/models/",
+        "/classifiers/",
+        "/streaks/",
+        "/api/v1/metrics/records",
+        "/api/v1/metrics/classifier_latency_p95",
+        "/api/v1/streaks",
+        "/api/v1/runs",
+    ],
+)
+def test_no_page_or_api_request_counts_the_records(alice, url):
+    # A backlog: records of every kind that no pass has folded in yet.
+    end = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
+    post(alice, list(generate_records(records=600, runs=6, seed=3, end=end)))
+    client = (
+        operator("alice", alice) if not url.startswith("/api/") else alice.client(alice.read_key)
+    )
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert response.status_code == 200, response.content[:500]
+    counted = [q["sql"] for q in queries.captured_queries if _COUNT_ON_RECORDS.search(q["sql"])]
+    assert counted == []
+    if url == "/":
+        assert "records wait to be rolled up" in response.content.decode()

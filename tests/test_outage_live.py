@@ -1,0 +1,271 @@
+"""A real PostgreSQL outage under a live server while a client keeps posting (DESIGN §2, §9).
+
+A private PostgreSQL cluster (initdb into a temporary folder, on a free port) runs behind
+gunicorn and a Celery worker with beat, as in production. A client thread posts batches of
+records with ids without pause; the test stops the cluster for 10 s and starts it again. What
+the client must see: 503 with Retry-After and a JSON body during the outage (a page: a plain
+503 page), 2xx again once the database is back, no batch stored in part, every acknowledged
+id stored exactly once, and the rollups catching up without anyone restarting anything.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import requests
+
+from config.outage import RETRY_AFTER_SECONDS
+from tests.conftest import need_service
+from tests.factories import record
+from tests.live import wait_until
+from workers import processes
+
+OUTAGE_SECONDS = 10
+BATCH = 20
+
+
+def _postgres_bin() -> Path | None:
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4])
+    )
+    return Path(found[-1]).parent if found else None
+
+
+class PrivateCluster:
+    """A PostgreSQL cluster of its own in `root`, on `port`, run by pg_ctl.
+
+    initdb refuses to run as root: as root, the cluster belongs to the `postgres` user.
+    """
+
+    def __init__(self, bin_dir: Path, root: Path, port: int) -> None:
+        self.bin, self.root, self.port = bin_dir, root, port
+        self.data = root / "data"
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:
+            owner = pwd.getpwnam("postgres")
+            os.chown(root, owner.pw_uid, owner.pw_gid)
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+
+    def _run(self, *cmd: str) -> None:
+        subprocess.run([*self.as_user, *cmd], check=True, capture_output=True, timeout=120)
+
+    def init(self) -> None:
+        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
+                  "-A", "trust", "-E", "UTF8", "--no-sync")  # fmt: skip
+
+    def start(self) -> None:
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.root}"
+            " -c shared_buffers=32MB -c max_connections=40"
+        )
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"),
+                  "-o", options, "-w", "-t", "60", "start")  # fmt: skip
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def running(self) -> bool:
+        status = subprocess.run(
+            [*self.as_user, str(self.bin / "pg_ctl"), "-D", str(self.data), "status"],
+            capture_output=True,
+        )
+        return status.returncode == 0
+
+    def url(self, database: str) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
+
+
+@contextmanager
+def private_cluster() -> Iterator[PrivateCluster]:
+    bin_dir = _postgres_bin()
+    need_service(bin_dir is not None, "PostgreSQL server binaries (/usr/lib/postgresql/*/bin)")
+    root = Path(tempfile.mkdtemp(prefix="decisionboard-pg-"))
+    cluster = PrivateCluster(bin_dir, root, processes.free_port())
+    try:
+        cluster.init()
+        cluster.start()
+        with psycopg.connect(cluster.url("postgres"), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE decisionboard")
+        yield cluster
+    finally:
+        if cluster.data.exists() and cluster.running():
+            cluster.stop("immediate")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+_SETUP = """
+from django.contrib.auth import get_user_model
+from records.models import ApiKey, Membership, Project
+project = Project.objects.create(name="acme")
+user = get_user_model().objects.create_user("alice", password="pw-alice")
+Membership.objects.create(user=user, project=project)
+print(ApiKey.issue(project, ApiKey.Scope.ALL)[1])
+"""
+
+
+@dataclass
+class Answer:
+    ids: list[str]
+    status: int | None  # None: no HTTP answer at all
+    retry_after: str | None = None
+    json: dict | None = None
+    at: float = field(default_factory=time.monotonic)
+
+
+class Client(threading.Thread):
+    """Posts batches of records with ids, one after another, until stopped."""
+
+    def __init__(self, base: str, key: str) -> None:
+        super().__init__(daemon=True)
+        self.base, self.key = base, key
+        self.answers: list[Answer] = []
+        self.stopping = threading.Event()
+        self.next_id = 0
+        self.ts = (datetime.now(UTC) - timedelta(minutes=2)).isoformat().replace("+00:00", "Z")
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            batch = [record(id=f"o-{self.next_id + i}", ts=self.ts) for i in range(BATCH)]
+            self.next_id += BATCH
+            self.answers.append(post(self.base, self.key, batch))
+            time.sleep(0.02)
+
+
+def post(base: str, key: str, batch: list[dict]) -> Answer:
+    ids = [r["id"] for r in batch]
+    try:
+        response = requests.post(
+            f"{base}/api/v1/records",
+            json={"records": batch},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=20,
+        )
+    except requests.RequestException:
+        return Answer(ids, None)
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    return Answer(ids, response.status_code, response.headers.get("Retry-After"), body)
+
+
+def stored_ids(cluster: PrivateCluster) -> list[str]:
+    with psycopg.connect(cluster.url("decisionboard")) as conn:
+        return [k for (k,) in conn.execute("SELECT record_key FROM records_record")]
+
+
+def rolled_up(base: str, key: str) -> int:
+    now = datetime.now(UTC)
+    body = requests.get(
+        f"{base}/api/v1/metrics/records",
+        params={"from": (now - timedelta(hours=1)).isoformat(), "to": now.isoformat(),
+                "interval": "hour"},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=10,
+    ).json()  # fmt: skip
+    return sum(t["value"] for t in body["totals"])
+
+
+def test_a_postgresql_outage_answers_503_loses_nothing_and_recovers_by_itself(tmp_path):
+    with private_cluster() as cluster:
+        env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+        env.update(DATABASE_URL=cluster.url("decisionboard"), DECISIONBOARD_VAR_DIR=str(tmp_path))
+        manage = [sys.executable, "manage.py"]
+        subprocess.run([*manage, "migrate", "-v", "0"], cwd=processes.BASE_DIR, env=env,
+                       check=True, timeout=300)  # fmt: skip
+        key = subprocess.run(
+            [*manage, "shell", "-c", _SETUP], cwd=processes.BASE_DIR, env=env, check=True,
+            capture_output=True, text=True, timeout=120,
+        ).stdout.split()[-1]  # fmt: skip
+
+        port = processes.free_port()
+        base = f"http://127.0.0.1:{port}"
+        default_worker = processes.worker_commands(tmp_path / "beat-schedule")[0]
+        with (
+            processes.running(processes.web_command(f"127.0.0.1:{port}", 2), env=env,
+                              log=tmp_path / "web.log"),
+            processes.running(default_worker, env=env, log=tmp_path / "worker.log"),
+        ):  # fmt: skip
+            wait_until(lambda: requests.get(f"{base}/accounts/login/", timeout=5).ok, 60, "web")
+            operator = requests.Session()
+            operator.get(f"{base}/accounts/login/", timeout=10)
+            operator.post(
+                f"{base}/accounts/login/",
+                data={"username": "alice", "password": "pw-alice",
+                      "csrfmiddlewaretoken": operator.cookies["csrftoken"]},
+                timeout=10,
+            )  # fmt: skip
+            assert operator.get(f"{base}/runs/", timeout=10).status_code == 200
+
+            client = Client(base, key)
+            client.start()
+            try:
+                wait_until(lambda: len(client.answers) >= 5, 30, "the first batches")
+                cluster.stop()
+                down_at = time.monotonic()
+                # A page and a read during the outage.
+                page = operator.get(f"{base}/runs/", timeout=10)
+                read = requests.get(
+                    f"{base}/api/v1/runs", headers={"Authorization": f"Bearer {key}"}, timeout=10
+                )
+                time.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - down_at)))
+                cluster.start()
+                up_at = time.monotonic()
+                wait_until(
+                    lambda: any(a.at > up_at and a.status == 200 for a in client.answers),
+                    30,
+                    "ingest to answer 200 again",
+                )
+                time.sleep(1)
+            finally:
+                client.stopping.set()
+                client.join(30)
+
+            assert page.status_code == 503 and page.headers["Retry-After"]
+            assert page.headers["Content-Type"].startswith("text/html")
+            assert "cannot reach its database" in page.text
+            assert read.status_code == 503 and read.json()["code"] == "database_unavailable"
+
+            answers = client.answers
+            during = [a for a in answers if down_at < a.at < up_at]
+            assert during and all(a.status == 503 for a in during), during
+            # Every answer was either a success or a 503 that says when to come back.
+            assert {a.status for a in answers} <= {200, 503}, {a.status for a in answers}
+            refused = [a for a in answers if a.status == 503]
+            assert all(a.retry_after == str(RETRY_AFTER_SECONDS) for a in refused)
+            assert all(a.json["code"] == "database_unavailable" for a in refused)
+            assert answers[-1].status == 200  # recovered without a restart
+
+            stored = stored_ids(cluster)
+            assert len(stored) == len(set(stored))  # nothing stored twice
+            stored_set = set(stored)
+            acknowledged = {i for a in answers if a.status == 200 for i in a.ids}
+            assert acknowledged <= stored_set
+            for answer in refused:  # a refused batch is stored whole or not at all
+                assert len(stored_set & set(answer.ids)) in (0, BATCH)
+
+            # The client resends what was refused; ids make that safe.
+            for answer in refused:
+                again = post(base, key, [record(id=i, ts=client.ts) for i in answer.ids])
+                assert again.status == 200
+                assert again.json["accepted"] + again.json["duplicates"] == BATCH
+            stored = stored_ids(cluster)
+            everything = {i for a in answers for i in a.ids}
+            assert sorted(stored) == sorted(everything)
+
+            # The worker retried through the outage and resumed from the watermark.
+            wait_until(lambda: rolled_up(base, key) == len(stored), 60, "the rollups")
