@@ -84,6 +84,7 @@ def web_server(
         yield base
 
 
+@contextmanager
 def redis_server(port: int, log: Path) -> Iterator:
     """A private redis-server on `port` for the duration of the block (a test may kill it)."""
     with processes.running(
