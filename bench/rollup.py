@@ -149,7 +149,9 @@ def measure_catch_up(args, project) -> tuple[float, float]:
     normalised = [normalise(r, now=now) for r in sorted(generated, key=lambda r: r["ts"])]
     for i in range(0, len(normalised), 5000):
         store_records(project.pk, normalised[i : i + 5000], now)
-    pending = Record.objects.filter(id__gt=Watermark.objects.get().last_id).count()
+    pending = Record.objects.filter(
+        id__gt=Watermark.objects.get(name=rollup.WATERMARK).last_id
+    ).count()
     start = time.perf_counter()
     folded = rollup.catch_up(max_seconds=3600)
     seconds = time.perf_counter() - start

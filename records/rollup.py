@@ -189,7 +189,35 @@ def catch_up(*, batch_size: int | None = None, max_seconds: float = 50.0) -> int
         total += result.records
         if result.caught_up or timezone.now() > deadline:
             fold_dirty_streaks()
+            analyze_if_grown()
             return total
+
+
+# PostgreSQL plans from table statistics that autovacuum keeps, when it runs (it is off on some
+# machines) and always some time after a burst. Without them a plan can turn an index lookup
+# into a scan, so the catch-up analyses the tables it grows once the records folded in have
+# grown by a fifth, and by at least ANALYZE_MIN_RECORDS, since it last did.
+ANALYZE_MIN_RECORDS = 50_000
+_ANALYZED = "analyzed"  # a Watermark row: how far the records were folded at the last ANALYZE
+
+
+def analyze_if_grown(*, min_records: int = ANALYZE_MIN_RECORDS) -> bool:
+    """ANALYZE the records, rollups, runs, classifications and streak segments if the records
+    folded in grew enough since the last time; returns whether it did (PostgreSQL only)."""
+    if connection.vendor != "postgresql":
+        return False
+    folded = Watermark.objects.filter(name=WATERMARK).values_list("last_id", flat=True).first() or 0
+    mark, _ = Watermark.objects.get_or_create(name=_ANALYZED)
+    if folded - mark.last_id < max(min_records, mark.last_id // 5):
+        return False
+    tables = (Record, Rollup, Run, Classification, StreakSegment)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE " + ", ".join(t._meta.db_table for t in tables))
+    mark.last_id = folded
+    mark.last_pass_at = timezone.now()
+    mark.save(update_fields=["last_id", "last_pass_at"])
+    log.info("analyzed the catch-up's tables at record id %s", folded)
+    return True
 
 
 def run_pass(batch_size: int) -> PassResult:

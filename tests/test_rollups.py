@@ -244,7 +244,7 @@ def _forget_rollups(project):
     reset_rollups({model.__name__: model for model in apps.get_app_config("records").get_models()})
     # Back to just before the project's first record (ids don't restart between tests).
     first = Record.objects.filter(project=project).order_by("id").values_list("id", flat=True)[0]
-    Watermark.objects.update(last_id=first - 1)
+    Watermark.objects.filter(name=rollup.WATERMARK).update(last_id=first - 1)
     return first - 1
 
 
@@ -260,7 +260,7 @@ def test_a_pass_interrupted_half_way_leaves_nothing_behind(alice, monkeypatch):
     monkeypatch.setattr(rollup, "_merge_streaks", killed)
     with pytest.raises(RuntimeError):
         rollup.run_pass(250)  # dies after writing its rollups
-    assert Watermark.objects.get().last_id == start
+    assert Watermark.objects.get(name=rollup.WATERMARK).last_id == start
     assert not Rollup.objects.exists()
     monkeypatch.undo()
     rollup.catch_up(batch_size=250)
@@ -278,7 +278,7 @@ def test_a_worker_killed_in_the_middle_of_a_pass_leaves_nothing_behind(
     rollup.catch_up()
     clean = _snapshot(alice.project)
     ingest(bob, records)
-    before = Watermark.objects.get().last_id
+    before = Watermark.objects.get(name=rollup.WATERMARK).last_id
     url = database_url()
     with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watcher:
         holder.execute(
@@ -311,7 +311,7 @@ def test_a_worker_killed_in_the_middle_of_a_pass_leaves_nothing_behind(
         while watcher.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", waiting).fetchone():
             assert time.monotonic() < deadline, "the killed pass's backend stayed"
             time.sleep(0.1)
-    assert Watermark.objects.get().last_id == before
+    assert Watermark.objects.get(name=rollup.WATERMARK).last_id == before
     assert not Rollup.objects.filter(project=bob.project).exists()
     assert not StreakSegment.objects.filter(project=bob.project).exists()
     rollup.catch_up()
@@ -408,3 +408,20 @@ def test_it_reads_metrics_in_a_bounded_number_of_queries(alice, mix, django_asse
         client.get("/api/v1/metrics/classifier_latency_p95", RANGE)
     with django_assert_max_num_queries(8):
         client.get("/api/v1/streaks")
+
+
+def test_the_catch_up_keeps_its_tables_analysed_as_they_grow(postgres, alice):
+    """Statistics are missing after a bulk load when autovacuum is off (or behind a burst):
+    the catch-up analyses the tables it grew past the threshold, and not on every pass."""
+
+    def estimated_rows() -> float:
+        with postgres.cursor() as cursor:
+            cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'records_record'")
+            return cursor.fetchone()[0]
+
+    ingest(alice, rollup_data.build(600, seed=2))
+    rollup.catch_up()  # 600 records: under the default threshold
+    assert not rollup.analyze_if_grown()
+    assert rollup.analyze_if_grown(min_records=500)
+    assert estimated_rows() >= 600  # analysed: the planner now knows the table's size
+    assert not rollup.analyze_if_grown(min_records=500)  # nothing grew since
