@@ -383,7 +383,8 @@ def filter_events(queryset, params):
     """
     rule = params.get("rule")
     if rule:
-        if not str(rule).isdigit():
+        # isdecimal alone takes "²" and other digits int() refuses; ids fit in a bigint.
+        if not (str(rule).isascii() and str(rule).isdecimal() and int(rule) < 2**63):
             raise FilterError("rule", "must be a rule id")
         queryset = queryset.filter(rule_id=int(rule))
     if params.get("group"):

@@ -34,9 +34,9 @@ from alerts.models import (
     rule_errors,
 )
 from api.access import CanRead, project_for_request, projects_for_user
+from api.bodies import RejectUnknownFields
 from api.metrics import ReadView
-from api.pagination import Keyset, bad_request, page_response
-from records.filters import FilterError
+from api.pagination import Keyset, page_response
 from records.models import ApiKey
 
 EVENT_KEYSET = Keyset((("id", int),), descending=True)
@@ -75,7 +75,7 @@ class AlertStateSerializer(serializers.ModelSerializer):
         ]
 
 
-class AlertRuleSerializer(serializers.ModelSerializer):
+class AlertRuleSerializer(RejectUnknownFields, serializers.ModelSerializer):
     project = serializers.CharField(source="project.name", read_only=True)
     channels = serializers.PrimaryKeyRelatedField(
         many=True, queryset=Channel.objects.all(), required=False
@@ -226,7 +226,7 @@ _CHANNEL_KEPT = [
 ]
 
 
-class AlertChannelSerializer(serializers.ModelSerializer):
+class AlertChannelSerializer(RejectUnknownFields, serializers.ModelSerializer):
     """A webhook or email channel. The webhook secret is shown to callers who may change alert
     rules (sessions, keys with the `all` scope), so that a receiver can check signatures."""
 
@@ -343,8 +343,5 @@ class AlertEventListView(ReadView):
         project = project_for_request(request)
         events = AlertEvent.objects.filter(project=project).select_related("rule")
         events = events.prefetch_related("notifications__channel")
-        try:
-            events = filter_events(events, request.query_params)
-        except FilterError as exc:
-            raise bad_request(exc) from None
+        events = filter_events(events, request.query_params)  # FilterError: 400 (api.errors)
         return page_response(request, events, EVENT_KEYSET, AlertEventSerializer)

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import BaseParser
 
 _decoder = msgspec.json.Decoder()
@@ -122,3 +123,22 @@ class JSONParser(BaseParser):
     def parse(self, stream, media_type=None, parser_context=None) -> Any:
         body = stream.read() if stream is not None else b""
         return decode_json(body)[0]
+
+
+class RejectUnknownFields:
+    """A serializer mixin: a body field the serializer does not have is a 400 naming it.
+
+    DRF drops unknown fields silently, so a typo (`treshold`) would save a rule without the
+    change the caller meant. Read-only fields are known: a body read back and sent again (a PUT
+    of what GET returned) is accepted.
+    """
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            unknown = [name for name in data if name not in self.fields]
+            if unknown:
+                known = ", ".join(n for n, f in self.fields.items() if not f.read_only)
+                raise ValidationError(
+                    {name: [f"is not a field here; the fields are {known}"] for name in unknown}
+                )
+        return super().to_internal_value(data)

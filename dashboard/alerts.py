@@ -27,6 +27,7 @@ from alerts.evaluate import STATES
 from alerts.models import METRIC_CHOICES, AlertEvent, AlertState, Channel, Rule, filter_events
 from alerts.preview import preview_rule
 from api.access import projects_for_user
+from dashboard.access import projects_for_page
 from records.filters import FilterError
 
 EVENTS_PER_PAGE = 100
@@ -156,7 +157,7 @@ class ChannelForm(forms.ModelForm):
 # --- rules ---------------------------------------------------------------------------------------
 @login_required
 def alerts_list(request):
-    projects = projects_for_user(request.user)
+    projects = projects_for_page(request)
     rules = Rule.objects.filter(project__in=projects).annotate(rank=_RANK)
     counts = dict(
         rules.order_by().values_list("rank").annotate(n=Count("id")).values_list("rank", "n")
@@ -272,7 +273,7 @@ def rule_delete(request, rule_id: int):
 
 @login_required
 def alert_events(request):
-    projects = projects_for_user(request.user)
+    projects = projects_for_page(request)
     events = (
         AlertEvent.objects.filter(project__in=projects)
         .select_related("rule", "project")
@@ -286,7 +287,7 @@ def alert_events(request):
         error = f"{exc.param}: {exc.message}"
         events = events.none()
     before = request.GET.get("before", "")
-    if before.isdigit():
+    if before.isascii() and before.isdecimal() and int(before) < 2**63:
         events = events.filter(id__lt=int(before))
     page = list(events[: EVENTS_PER_PAGE + 1])
     more = len(page) > EVENTS_PER_PAGE

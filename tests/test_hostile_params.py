@@ -235,9 +235,9 @@ def test_an_alert_channel_with_an_unknown_field_is_a_400_naming_it(alice):
 
 
 # --- ?project= of someone else's project on the alert and export pages -----------------------
-@pytest.mark.parametrize("page", ["/alerts/", "/alerts/events/", "/exports/"])
-def test_a_page_answers_404_for_a_project_the_operator_is_not_in(alice, bob, page):
+@pytest.mark.parametrize("url", ["/alerts/", "/alerts/events/", "/exports/"])
+def test_a_page_answers_404_for_a_project_the_operator_is_not_in(alice, bob, url):
     client = operator("alice", alice)
-    assert client.get(page, {"project": "acme"}).status_code == 200
-    assert client.get(page, {"project": "globex"}).status_code == 404
-    assert client.get(page, {"project": "nope"}).status_code == 404
+    assert client.get(url, {"project": "acme"}).status_code == 200
+    assert client.get(url, {"project": "globex"}).status_code == 404
+    assert client.get(url, {"project": "nope"}).status_code == 404
