@@ -176,6 +176,18 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
+# DECISIONBOARD_HTTPS=1 for a deployment served over HTTPS (usually TLS ended at a proxy that
+# sets X-Forwarded-Proto and strips it from clients): cookies only over HTTPS, HSTS for a year,
+# plain-HTTP requests redirected. `manage.py check --deploy` is clean with it.
+HTTPS = env_bool("DECISIONBOARD_HTTPS", False)
+if HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = 365 * 24 * 3600
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["api.auth.ApiKeyAuthentication"],
