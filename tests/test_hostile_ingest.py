@@ -49,7 +49,11 @@ def test_it_answers_400_naming_invalid_utf8_in_a_json_body(alice, body, content_
 
 def test_it_keeps_the_good_ndjson_lines_around_one_that_is_not_utf8(alice):
     good = [record(), record()]
-    lines = [orjson.dumps(good[0]), b'{"kind": "notice", "run_id": "\xff\xfe"}', orjson.dumps(good[1])]
+    lines = [
+        orjson.dumps(good[0]),
+        b'{"kind": "notice", "run_id": "\xff\xfe"}',
+        orjson.dumps(good[1]),
+    ]
     response = post(alice.client(), b"\n".join(lines), "application/x-ndjson")
     assert response.status_code == 207
     body = response.json()
