@@ -75,7 +75,7 @@ class MetricView(ReadView):
         body = query_metric(
             project_id=project.pk,
             name=metric,
-            interval=params.get("interval", "hour"),
+            interval=params.get("interval") or "hour",  # empty is absent, as everywhere
             start=start,
             end=end,
             group_by=params.get("group_by") or None,

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 from django.db.models import Q, QuerySet
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
@@ -26,6 +27,12 @@ from records.filters import FilterError, parse_time
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
+# `limit` as the OpenAPI document states it, bounds included (every list takes it).
+LIMIT_PARAMETER = OpenApiParameter(
+    "limit",
+    {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+    description=f"Items a page, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT}).",
+)
 
 
 @dataclass(frozen=True)

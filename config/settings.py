@@ -211,6 +211,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # msgspec's JSON Schema for the record kinds is 3.1-shaped.
     "OAS_VERSION": "3.1.0",
+    # Every operation documents the errors it can answer (api.openapi.document_errors).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.openapi.document_errors",
+    ],
 }
 
 # Email for alert notifications: SMTP when EMAIL_HOST is set, otherwise printed to the console.

@@ -19,6 +19,7 @@ import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, settings
+from schemathesis import checks
 
 from records.models import ApiKey, Project, Record
 from tests.conftest import database_url
@@ -26,6 +27,8 @@ from tests.factories import record
 from tests.live import wait_until
 from workers import processes
 
+# Committed rows (gunicorn is another process), flushed after each test.
+pytestmark = pytest.mark.django_db(transaction=True)
 MB = 1024 * 1024
 
 
@@ -140,10 +143,18 @@ def test_it_answers_413_the_client_can_read_to_an_upload_over_the_limit(live):
 
 
 # --- the schema-driven fuzz ------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def api_schema(server):
-    # Requests go to where the document was read from: the schema names no servers.
-    return schemathesis.openapi.from_url(f"{server.base}/api/v1/schema/", timeout=30)
+@pytest.fixture
+def api_schema(live):
+    # Requests go to where the document was read from (the schema names no servers), with the
+    # key set here so that schemathesis knows which headers it did not generate.
+    schema = schemathesis.openapi.from_url(f"{live.base}/api/v1/schema/", timeout=30)
+    schema.config.update(headers=live.auth)
+    # Generated requests, valid and invalid, for every operation. The coverage phase (boundary
+    # values of every parameter and property) is left out: for the ingest body, a union of
+    # nine record kinds, it takes minutes on a 2-core machine; the ingest decoder has its own
+    # property-based tests (tests/test_hostile_properties.py).
+    schema.config.phases.update(phases=["examples", "fuzzing"])
+    return schema
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")
@@ -151,14 +162,22 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 
 @schema.parametrize()
 @settings(
-    max_examples=25,
+    max_examples=15,
     deadline=None,
     suppress_health_check=list(HealthCheck),
     database=None,
     derandomize=True,
 )
 def test_the_api_answers_every_generated_request_without_a_5xx_as_its_schema_says(case, live):
-    case.call_and_validate(headers=live.auth, timeout=30)
+    # Every check of schemathesis but one: "a request the schema allows is accepted" cannot
+    # hold where parameters constrain each other in ways OpenAPI cannot state (to after from, a
+    # metric's own group_by, a range's number of points); those answer a 400 naming the
+    # parameter, which the other checks hold to the documented shape. And ingest answers a 207
+    # for records it rejects, by design (DESIGN §2), not a 400.
+    excluded = [checks.positive_data_acceptance]
+    if case.operation.method.upper() == "POST" and case.operation.path == "/api/v1/records":
+        excluded.append(checks.negative_data_rejection)
+    case.call_and_validate(timeout=30, excluded_checks=excluded)
 
 
 def test_the_server_logged_no_internal_error(server):
