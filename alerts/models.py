@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from alerts import evaluate as ev
 from alerts.windows import RULE_METRICS, Family, Query, query_errors, window_errors
-from records.filters import FilterError, parse_time
+from records.filters import FilterError, check_text, parse_time
 from records.models import Project
 
 # The metrics a rule may watch, for forms. Not `choices` on the field: validation is
@@ -388,7 +388,7 @@ def filter_events(queryset, params):
             raise FilterError("rule", "must be a rule id")
         queryset = queryset.filter(rule_id=int(rule))
     if params.get("group"):
-        queryset = queryset.filter(group=params["group"])
+        queryset = queryset.filter(group=check_text("group", params["group"]))
     state = params.get("state")
     if state:
         if state not in ev.STATES:

@@ -58,7 +58,7 @@ def parse_time(param: str, value: object) -> datetime:
     """An RFC 3339 time with an offset, as UTC, within EARLIEST..LATEST; else FilterError."""
     try:
         moment = msgspec.convert(value, Timestamp)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, UnicodeEncodeError):  # msgspec encodes text as UTF-8
         raise FilterError(
             param,
             f"{value!r} is not an RFC 3339 timestamp with an offset, e.g. 2026-11-20T09:00:00Z",
@@ -82,9 +82,22 @@ def _list(params: Mapping[str, str], name: str) -> list[str]:
         raise FilterError(name, f"at most {MAX_VALUES} values")
     if any(len(v) > 200 for v in values):
         raise FilterError(name, "values are at most 200 characters")
-    if any("\x00" in v for v in values):  # no stored value holds one; PostgreSQL refuses it
-        raise FilterError(name, "must not contain a NUL character")
+    for value in values:
+        check_text(name, value)
     return values
+
+
+def check_text(param: str, value: str) -> str:
+    """`value` if a database can hold it as text: no NUL (no stored value holds one, and
+    PostgreSQL refuses it) and no lone surrogate (not Unicode at all); else FilterError."""
+    if "\x00" in value:
+        raise FilterError(param, "must not contain a NUL character")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise FilterError(param, "is not valid Unicode (a lone surrogate)") from None
+    return value
 
 
 def parse_filters(params: Mapping[str, str]) -> Filters:
