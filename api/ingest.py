@@ -42,7 +42,8 @@ class LengthRequired(ParseError):
 
 @dataclass
 class ParsedBody:
-    """The posted records as raw JSON values, plus lines that were not JSON at all."""
+    """The posted records as raw JSON values, plus those that cannot be read at all (an NDJSON
+    line that is not JSON, a record holding a lone surrogate)."""
 
     records: list[tuple[int, Any]] = field(default_factory=list)
     # Records that cannot be read at all, with their errors by field path.
@@ -158,19 +159,22 @@ def parse_body(body: bytes, content_type: str) -> ParsedBody:
         )
     value, scrub = decode_json(body, lenient_numbers=True)
     parsed = ParsedBody(scrub=scrub)
+    # Only the standard library's path (scrub) can return a lone surrogate, and only from an
+    # escape in the text: the walk runs for those bodies alone.
+    surrogates = scrub and may_hold_surrogates(body)
     if isinstance(value, dict) and "records" in value and "kind" not in value:
         batch = value["records"]
         if not isinstance(batch, list):
             raise ParseError('"records" must be an array of records.')
-        for index, raw in enumerate(batch):
-            _add(parsed, index, raw, scrub and may_hold_surrogates(body))
-        if scrub and may_hold_surrogates(body):
+        if surrogates:
             outside = surrogate_path({k: v for k, v in value.items() if k != "records"})
             if outside is not None:
                 raise ParseError(f"{outside} {SURROGATE_MESSAGE}.")
+        for index, raw in enumerate(batch):
+            _add(parsed, index, raw, surrogates)
         return parsed
     if isinstance(value, dict):
-        _add(parsed, 0, value, scrub and may_hold_surrogates(body))
+        _add(parsed, 0, value, surrogates)
         return parsed
     raise ParseError(
         'The body must be one record (an object with "kind"), {"records": [...]}, or NDJSON.'
