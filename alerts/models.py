@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from alerts import evaluate as ev
 from alerts.windows import RULE_METRICS, Family, Query, query_errors, window_errors
-from records.filters import FilterError, parse_time
+from records.filters import FilterError, check_text, parse_time
 from records.models import Project
 
 # The metrics a rule may watch, for forms. Not `choices` on the field: validation is
@@ -417,11 +417,12 @@ def filter_events(queryset, params):
     """
     rule = params.get("rule")
     if rule:
-        if not str(rule).isdigit():
+        # isdecimal alone takes "²" and other digits int() refuses; ids fit in a bigint.
+        if not (str(rule).isascii() and str(rule).isdecimal() and int(rule) < 2**63):
             raise FilterError("rule", "must be a rule id")
         queryset = queryset.filter(rule_id=int(rule))
     if params.get("group"):
-        queryset = queryset.filter(group=params["group"])
+        queryset = queryset.filter(group=check_text("group", params["group"]))
     state = params.get("state")
     if state:
         if state not in ev.STATES:

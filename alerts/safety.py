@@ -30,10 +30,38 @@ def allow_private() -> bool:
     return bool(settings.DECISIONBOARD.get("ALERTS_ALLOW_PRIVATE_WEBHOOKS", False))
 
 
+# IPv6 prefixes whose last 32 bits are an IPv4 address a gateway forwards to: NAT64 (the
+# well-known and the local-use prefix) and the deprecated IPv4-compatible ::a.b.c.d.
+_NAT64 = (
+    ipaddress.ip_network("64:ff9b::/96"),
+    ipaddress.ip_network("64:ff9b:1::/48"),
+    ipaddress.ip_network("::/96"),
+)
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address wraps: mapped, 6to4, Teredo (both ends), NAT64."""
+    found = []
+    if ip.ipv4_mapped is not None:
+        found.append(ip.ipv4_mapped)
+    if ip.sixtofour is not None:
+        found.append(ip.sixtofour)
+    if ip.teredo is not None:
+        found.extend(ip.teredo)
+    if any(ip in net for net in _NAT64):
+        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return found
+
+
 def is_internal(address: str) -> bool:
+    """Whether `address`, or an IPv4 address it wraps (http://[2002:7f00:1::]/ is 127.0.0.1
+    through 6to4), is one a webhook must not reach."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])  # drop an IPv6 zone id
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    wrapped = _embedded_ipv4(ip) if isinstance(ip, ipaddress.IPv6Address) else []
+    return _is_internal_ip(ip) or any(_is_internal_ip(v4) for v4 in wrapped)
+
+
+def _is_internal_ip(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return (
         ip.is_loopback
         or ip.is_private

@@ -11,9 +11,11 @@ from datetime import datetime
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import (
     OpenApiParameter,
     extend_schema,
+    extend_schema_field,
     extend_schema_view,
     inline_serializer,
 )
@@ -34,9 +36,10 @@ from alerts.models import (
     rule_errors,
 )
 from api.access import CanRead, project_for_request
+from api.bodies import RejectUnknownFields
 from api.metrics import ReadView
-from api.pagination import Keyset, bad_request, page_response
-from records.filters import FilterError
+from api.pagination import LIMIT_PARAMETER, Keyset, page_response
+from api.read import PROJECT_PARAMETER
 from records.models import ApiKey, Project
 
 EVENT_KEYSET = Keyset((("id", int),), descending=True)
@@ -75,7 +78,7 @@ class AlertStateSerializer(serializers.ModelSerializer):
         ]
 
 
-class AlertRuleSerializer(serializers.ModelSerializer):
+class AlertRuleSerializer(RejectUnknownFields, serializers.ModelSerializer):
     project = serializers.CharField(source="project.name", read_only=True)
     channels = serializers.PrimaryKeyRelatedField(
         many=True, queryset=Channel.objects.all(), required=False
@@ -135,6 +138,16 @@ class AlertRuleSerializer(serializers.ModelSerializer):
         return attrs
 
 
+class PageListSchema(AutoSchema):
+    """A ProjectItemViewSet's list answers one page object (`{"results", "next"}`), which
+    drf-spectacular would document as an array of them, as it does for every `list` action."""
+
+    def _is_list_view(self, serializer=None) -> bool:
+        if getattr(self.view, "action", None) == "list":
+            return False
+        return super()._is_list_view(serializer)
+
+
 class ProjectItemViewSet(viewsets.ModelViewSet):
     """CRUD on alert rules or channels, which belong to a project.
 
@@ -146,6 +159,7 @@ class ProjectItemViewSet(viewsets.ModelViewSet):
     authentication_classes = ReadView.authentication_classes
     permission_classes = [CanManageAlerts]
     keyset = Keyset((("id", int),))
+    schema = PageListSchema()
 
     def items(self) -> QuerySet:
         raise NotImplementedError
@@ -180,14 +194,16 @@ class ProjectItemViewSet(viewsets.ModelViewSet):
         )
 
 
-def _list_schema(summary: str, name: str, serializer: type) -> dict:
+def _list_schema(summary: str, name: str, serializer: type, operation_id: str) -> dict:
     """The OpenAPI description of a ProjectItemViewSet's list (extend_schema_view)."""
     return {
         "list": extend_schema(
+            operation_id=operation_id,
             summary=summary,
             parameters=[
+                PROJECT_PARAMETER,
                 OpenApiParameter("cursor", str, description="The `next` link's cursor."),
-                OpenApiParameter("limit", int, description="Items a page (default 100)."),
+                LIMIT_PARAMETER,
             ],
             responses={
                 200: inline_serializer(
@@ -205,7 +221,7 @@ def _list_schema(summary: str, name: str, serializer: type) -> dict:
 @extend_schema_view(
     **_list_schema(
         "List the project's alert rules with each group's state", "AlertRulePage",
-        AlertRuleSerializer,
+        AlertRuleSerializer, "alert_rules_list",
     )
 )  # fmt: skip
 class AlertRuleViewSet(ProjectItemViewSet):
@@ -226,11 +242,24 @@ _CHANNEL_KEPT = [
 ]
 
 
-class AlertChannelSerializer(serializers.ModelSerializer):
+@extend_schema_field(
+    {"type": "string", "maxLength": 2000, "anyOf": [{"format": "uri"}, {"maxLength": 0}]}
+)
+class WebhookURLField(serializers.URLField):
+    """A webhook's URL; blank on an email channel (documented so: a URL or empty)."""
+
+
+class AlertChannelSerializer(RejectUnknownFields, serializers.ModelSerializer):
     """A webhook or email channel. The webhook secret is shown to callers who may change alert
     rules (sessions, keys with the `all` scope), so that a receiver can check signatures."""
 
     project = serializers.CharField(source="project.name", read_only=True)
+    url = WebhookURLField(
+        max_length=2000,
+        required=False,
+        allow_blank=True,
+        help_text="Webhook: the URL to POST to (empty on an email channel).",
+    )
     addresses = serializers.ListField(
         child=serializers.EmailField(), required=False, help_text="Email: the recipients."
     )
@@ -263,7 +292,12 @@ class AlertChannelSerializer(serializers.ModelSerializer):
 
 
 @extend_schema_view(
-    **_list_schema("List the project's alert channels", "AlertChannelPage", AlertChannelSerializer)
+    **_list_schema(
+        "List the project's alert channels",
+        "AlertChannelPage",
+        AlertChannelSerializer,
+        "alert_channels_list",
+    )
 )
 class AlertChannelViewSet(ProjectItemViewSet):
     serializer_class = AlertChannelSerializer
@@ -327,7 +361,7 @@ class AlertEventListView(ReadView):
             OpenApiParameter("from", datetime, description="Inclusive start (RFC 3339)."),
             OpenApiParameter("to", datetime, description="Exclusive end (RFC 3339)."),
             OpenApiParameter("cursor", str, description="The `next` link's cursor."),
-            OpenApiParameter("limit", int, description="Items a page (default 100)."),
+            LIMIT_PARAMETER,
         ],
         responses={
             200: inline_serializer(
@@ -343,8 +377,5 @@ class AlertEventListView(ReadView):
         project = project_for_request(request)
         events = AlertEvent.objects.filter(project=project).select_related("rule")
         events = events.prefetch_related("notifications__channel")
-        try:
-            events = filter_events(events, request.query_params)
-        except FilterError as exc:
-            raise bad_request(exc) from None
+        events = filter_events(events, request.query_params)  # FilterError: 400 (api.errors)
         return page_response(request, events, EVENT_KEYSET, AlertEventSerializer)

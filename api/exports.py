@@ -17,15 +17,14 @@ from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import APIException, NotFound, ParseError
+from rest_framework.exceptions import APIException, NotFound, ParseError, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.response import Response
 
 from api.access import project_for_request
 from api.metrics import ReadView
-from api.pagination import Keyset, bad_request, page_response
+from api.pagination import Keyset, page_response
 from api.read import (
-    BAD_REQUEST,
     FILTER_PARAMETERS,
     PAGE_PARAMETERS,
     PROJECT_PARAMETER,
@@ -70,15 +69,12 @@ class ExportView(ReadView):
             (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, "The export, streamed."),
             (200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR),
             (200, "application/vnd.apache.parquet"): OpenApiResponse(OpenApiTypes.BINARY),
-            400: BAD_REQUEST,
         },
     )
     def get(self, request):
         project = project_for_request(request)
-        try:
-            fmt = parse_format(request.query_params.get("format"))
-        except FilterError as exc:
-            raise bad_request(exc) from None
+        # Every parameter is read here, before the 200's headers go out with the first chunk.
+        fmt = parse_format(request.query_params.get("format"))
         queryset = filter_records(Record.objects.filter(project=project), request_filters(request))
         response = StreamingHttpResponse(
             _stream(fmt, queryset), content_type=FORMATS[fmt].content_type
@@ -119,18 +115,36 @@ def _job_for_request(request, job_id: int) -> ExportJob:
     return job
 
 
+# A browser's form post to the API carries its CSRF token among the fields.
+_FORM_TOKEN = "csrfmiddlewaretoken"
+
+
 def _body_params(data) -> dict[str, str]:
     """The export's parameters from a JSON or form body; a list (or a repeated form field) is
-    a comma list."""
+    a comma list. A field that is not one of them is a 400 naming it: a typo (`{"filters":
+    {...}}`) must not quietly export the whole project."""
     if not hasattr(data, "get"):
         raise ParseError("The body must be an object: format and the filter parameters.")
+    known = ("format", *PARAMS)
+    unknown = [name for name in data if name not in known and name != _FORM_TOKEN]
+    if unknown:
+        raise ValidationError(
+            {
+                name: [f"is not a parameter of an export; the parameters are {', '.join(known)}"]
+                for name in unknown
+            }
+        )
     params = {}
-    for name in ("format", *PARAMS):
-        value = data.getlist(name) if hasattr(data, "getlist") else data.get(name)  # a form
+    for name in known:
+        if name not in data:
+            continue
+        value = data.getlist(name) if hasattr(data, "getlist") else data[name]  # a form
         if isinstance(value, list):
-            value = ",".join(str(v) for v in value)
-        if value is not None and not isinstance(value, str):
-            raise bad_request(FilterError(name, "must be a string"))
+            if not all(isinstance(v, str) for v in value):
+                raise FilterError(name, "must be a string or a list of strings")
+            value = ",".join(value)
+        if not isinstance(value, str):
+            raise FilterError(name, "must be a string or a list of strings")
         if value:
             params[name] = value
     return params
@@ -143,7 +157,7 @@ class ExportJobListView(ReadView):
         operation_id="exports_list",
         summary="List export jobs, newest first",
         parameters=[PROJECT_PARAMETER, *PAGE_PARAMETERS],
-        responses={200: page_schema("ExportJobPage", ExportJobSerializer), 400: BAD_REQUEST},
+        responses={200: page_schema("ExportJobPage", ExportJobSerializer)},
     )
     def get(self, request):
         project = project_for_request(request)
@@ -164,28 +178,35 @@ class ExportJobListView(ReadView):
             "application/json": {
                 "type": "object",
                 "properties": {
-                    "format": {"enum": list(FORMATS)},
-                    **{p.name: {"type": "string"} for p in VOCABULARY_PARAMETERS},
+                    "format": {"type": "string", "enum": list(FORMATS)},
+                    **{
+                        p.name: {
+                            "anyOf": [
+                                {"type": "string"},
+                                {"type": "array", "items": {"type": "string"}},
+                            ]
+                        }
+                        for p in VOCABULARY_PARAMETERS
+                    },
                 },
                 "required": ["format"],
+                # A field it does not know is a 400 naming it.
+                "additionalProperties": False,
             }
         },
-        responses={201: ExportJobSerializer, 400: BAD_REQUEST, 503: OpenApiTypes.OBJECT},
+        responses={201: ExportJobSerializer, 503: OpenApiTypes.OBJECT},
     )
     def post(self, request):
         project = project_for_request(request)
         params = _body_params(request.data)
-        try:
-            with transaction.atomic():
-                job = start_export(
-                    project,
-                    params.get("format"),
-                    params,
-                    user=request.user if not isinstance(request.auth, ApiKey) else None,
-                    api_key=request.auth if isinstance(request.auth, ApiKey) else None,
-                )
-        except FilterError as exc:
-            raise bad_request(exc) from None
+        with transaction.atomic():
+            job = start_export(
+                project,
+                params.get("format"),
+                params,
+                user=request.user if not isinstance(request.auth, ApiKey) else None,
+                api_key=request.auth if isinstance(request.auth, ApiKey) else None,
+            )
         job.refresh_from_db()
         if job.status == ExportJob.Status.FAILED:  # the broker refused it (see enqueue)
             raise ServiceUnavailable()

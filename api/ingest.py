@@ -7,12 +7,10 @@ would cap ingest at a few thousand records a second. Records are committed befor
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-import msgspec
 from django.conf import settings
 from django.utils import timezone
 from rest_framework import status
@@ -21,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.auth import CanIngest
+from api.bodies import SURROGATE_MESSAGE, decode_json, may_hold_surrogates, surrogate_path
 from api.encoding import inflate
 from api.throttles import KeyRateThrottle
 from records.normalise import Limits, NormalisedRecord, normalise
@@ -29,7 +28,6 @@ from workers.dispatch import request_catch_up
 
 JSON_TYPES = {"application/json"}
 NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl"}
-_decoder = msgspec.json.Decoder()
 
 
 class PayloadTooLarge(ParseError):
@@ -37,12 +35,20 @@ class PayloadTooLarge(ParseError):
     default_code = "payload_too_large"
 
 
+class LengthRequired(ParseError):
+    status_code = status.HTTP_411_LENGTH_REQUIRED
+    default_code = "length_required"
+    default_detail = "This server cannot read a chunked body here; send Content-Length."
+
+
 @dataclass
 class ParsedBody:
-    """The posted records as raw JSON values, plus lines that were not JSON at all."""
+    """The posted records as raw JSON values, plus those that cannot be read at all (an NDJSON
+    line that is not JSON, a record holding a lone surrogate)."""
 
     records: list[tuple[int, Any]] = field(default_factory=list)
-    unreadable: list[tuple[int, str]] = field(default_factory=list)
+    # Records that cannot be read at all, with their errors by field path.
+    unreadable: list[tuple[int, dict[str, list[str]]]] = field(default_factory=list)
     # True when the body may hold NUL characters or non-finite numbers (see normalise's scrub).
     scrub: bool = False
 
@@ -62,8 +68,7 @@ class IngestView(APIView):
             max_future=timedelta(seconds=options["MAX_FUTURE_SECONDS"]),
         )
         rejected = [
-            {"index": index, "id": None, "errors": {"record": [message]}}
-            for index, message in parsed.unreadable
+            {"index": index, "id": None, "errors": errors} for index, errors in parsed.unreadable
         ]
         valid: list[NormalisedRecord] = []
         for index, raw in parsed.records:
@@ -83,21 +88,74 @@ class IngestView(APIView):
 
 
 def _read_body(request) -> bytes:
+    """The body, inflated when it came gzip- or deflate-encoded, at most the limit (413)."""
+    limit = settings.DECISIONBOARD["INGEST_MAX_BODY"]
+    encoding = request.META.get("HTTP_CONTENT_ENCODING")
+    return inflate(_read_raw(request), encoding, limit, PayloadTooLarge)
+
+
+def _read_raw(request) -> bytes:
+    """The raw body, at most the limit; 413 beyond it, after reading what was sent.
+
+    A server that closes the connection while the client is still uploading makes the client
+    see a reset instead of the 413, so the rest of an over-limit body is read and dropped, up
+    to twice the limit; past that the connection is closed with the answer (a client sending
+    gigabytes is not waited for). A chunked body (no Content-Length) is read from the server's
+    terminated input stream, which Django's request stream would read as empty.
+    """
     limit = settings.DECISIONBOARD["INGEST_MAX_BODY"]
     too_large = f"The body is over the {limit:,}-byte limit; send smaller batches."
+    meta = request.META
+    chunked = "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower()
+    if chunked and not meta.get("CONTENT_LENGTH"):
+        if not meta.get("wsgi.input_terminated"):
+            raise LengthRequired()
+        stream = meta["wsgi.input"]
+        body = _read_up_to(stream, limit + 1)
+        if len(body) > limit:
+            _discard(stream, limit)
+            raise PayloadTooLarge(too_large)
+        return body
     try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        declared = int(meta.get("CONTENT_LENGTH") or 0)
     except ValueError:
         raise ParseError("Content-Length is not a number.") from None
     if declared > limit:
+        if declared <= 2 * limit:
+            _discard(request._request, declared)
         raise PayloadTooLarge(too_large)
-    body = request._request.read(limit + 1)
-    if len(body) > limit:
-        raise PayloadTooLarge(too_large)
-    return inflate(body, request.META.get("HTTP_CONTENT_ENCODING"), limit, PayloadTooLarge)
+    return request._request.read(limit + 1)
+
+
+_CHUNK = 64 * 1024
+
+
+def _read_up_to(stream, size: int) -> bytes:
+    parts, left = [], size
+    while left > 0:
+        part = stream.read(min(_CHUNK, left))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _discard(stream, size: int) -> None:
+    left = size
+    while left > 0:
+        part = stream.read(min(_CHUNK, left))
+        if not part:
+            return
+        left -= len(part)
 
 
 def parse_body(body: bytes, content_type: str) -> ParsedBody:
+    """The records of a posted body, or ParseError (400) / UnsupportedMediaType (415).
+
+    Never raises anything else, whatever the bytes: records that cannot be read (a line that is
+    not JSON, a record holding a lone surrogate) are listed in `unreadable` by index.
+    """
     media_type = content_type.split(";", 1)[0].strip().lower()
     if media_type in NDJSON_TYPES:
         return _parse_ndjson(body)
@@ -107,40 +165,37 @@ def parse_body(body: bytes, content_type: str) -> ParsedBody:
             detail=f"Content type {media_type or '(none)'!r} is not accepted; send "
             "application/json or application/x-ndjson.",
         )
-    value, scrub = _decode(body)
+    value, scrub = decode_json(body, lenient_numbers=True)
+    parsed = ParsedBody(scrub=scrub)
+    # Only the standard library's path (scrub) can return a lone surrogate, and only from an
+    # escape in the text: the walk runs for those bodies alone.
+    surrogates = scrub and may_hold_surrogates(body)
     if isinstance(value, dict) and "records" in value and "kind" not in value:
         batch = value["records"]
         if not isinstance(batch, list):
             raise ParseError('"records" must be an array of records.')
-        return ParsedBody(records=list(enumerate(batch)), scrub=scrub)
+        if surrogates:
+            outside = surrogate_path({k: v for k, v in value.items() if k != "records"})
+            if outside is not None:
+                raise ParseError(f"{outside} {SURROGATE_MESSAGE}.")
+        for index, raw in enumerate(batch):
+            _add(parsed, index, raw, surrogates)
+        return parsed
     if isinstance(value, dict):
-        return ParsedBody(records=[(0, value)], scrub=scrub)
+        _add(parsed, 0, value, surrogates)
+        return parsed
     raise ParseError(
         'The body must be one record (an object with "kind"), {"records": [...]}, or NDJSON.'
     )
 
 
-def _decode(text: bytes) -> tuple[Any, bool]:
-    """Decode JSON fast; fall back to the standard library for numbers msgspec refuses.
-
-    msgspec rejects a whole document for one number beyond the float range (1e400) and for the
-    NaN/Infinity literals; the fallback decodes them so that only the record holding one is
-    rejected ("must be a finite number") and its neighbours are kept.
-    """
-    if not text.strip():
-        raise ParseError("The body is empty.")
-    scrub = b"\\u0000" in text
-    try:
-        return _decoder.decode(text), scrub
-    except msgspec.ValidationError:
-        pass  # "Number out of range": retry below
-    except msgspec.DecodeError as exc:
-        if not any(token in text for token in (b"NaN", b"Infinity")):
-            raise ParseError(f"The body is not valid JSON: {exc}.") from None
-    try:
-        return json.loads(text), True
-    except (ValueError, RecursionError) as exc:
-        raise ParseError(f"The body is not valid JSON: {exc}.") from None
+def _add(parsed: ParsedBody, index: int, raw: Any, check_surrogates: bool) -> None:
+    """Queue a record for normalise, or list it as unreadable when it holds a lone surrogate."""
+    where = surrogate_path(raw) if check_surrogates else None
+    if where is None:
+        parsed.records.append((index, raw))
+    else:
+        parsed.unreadable.append((index, {where: [SURROGATE_MESSAGE]}))
 
 
 def _parse_ndjson(body: bytes) -> ParsedBody:
@@ -150,11 +205,12 @@ def _parse_ndjson(body: bytes) -> ParsedBody:
         if not line.strip():
             continue
         try:
-            value, scrub = _decode(line)
-            parsed.records.append((index, value))
-            parsed.scrub = parsed.scrub or scrub
+            value, scrub = decode_json(line, lenient_numbers=True)
         except ParseError as exc:
-            parsed.unreadable.append((index, f"line {index + 1}: {exc.detail}"))
+            parsed.unreadable.append((index, {"record": [f"line {index + 1}: {exc.detail}"]}))
+        else:
+            _add(parsed, index, value, scrub and may_hold_surrogates(line))
+            parsed.scrub = parsed.scrub or scrub
         index += 1
     if not parsed.records and not parsed.unreadable:
         raise ParseError("The body is empty.")

@@ -247,3 +247,66 @@ INGEST_DESCRIPTION = (
     "is validated on its own: a rejected record never blocks its valid neighbours. Every kind's "
     "envelope and `data` are documented under PostedRecord."
 )
+
+
+# --- the errors every operation can answer -----------------------------------------------------
+ERROR_SCHEMA = {
+    "type": "object",
+    "description": 'An error: `{"detail": "..."}`, or messages by the parameter or field at '
+    'fault, e.g. `{"from": ["is not an RFC 3339 timestamp ..."]}`.',
+    "properties": {"detail": {"type": "string"}},
+    "additionalProperties": {
+        "anyOf": [{"type": "array"}, {"type": "object"}, {"type": "string"}],
+    },
+}
+# Ingest reads its project from the key and names nothing else that could be missing.
+NEVER_404 = ("records_create",)
+# Request bodies whose serializers refuse unknown fields (api.bodies.RejectUnknownFields).
+STRICT_BODIES = (
+    "AlertRuleRequest",
+    "PatchedAlertRuleRequest",
+    "AlertChannelRequest",
+    "PatchedAlertChannelRequest",
+    "AlertRule",
+    "PatchedAlertRule",
+    "AlertChannel",
+    "PatchedAlertChannel",
+)
+# Answers any operation may give besides its own (DESIGN §2, §5): a malformed parameter or
+# body, no or a bad key, a key without the scope, another project (or item) named.
+COMMON_ERRORS = {
+    "400": "A malformed parameter or body; the answer names it.",
+    "401": "No API key or session, or an unknown or revoked key.",
+    "403": "The key lacks the scope, or the operator belongs to no project.",
+    "404": "No such item, or a project the caller cannot read.",
+}
+
+
+def document_errors(result: dict, generator, request, public) -> dict:
+    """drf-spectacular post-processing hook, so that the schema says what the API does (the
+    fuzz in tests/test_hostile_http.py holds it to that):
+
+    - every operation documents COMMON_ERRORS with ERROR_SCHEMA;
+    - an optional query parameter may be empty, which means absent (`?to=` is no `to`);
+    - a body of an alert rule or channel takes no field the schema does not name.
+    """
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas["Error"] = ERROR_SCHEMA
+    for name in STRICT_BODIES:
+        if name in schemas:
+            schemas[name]["additionalProperties"] = False
+    ref = {"$ref": REF.format(name="Error")}
+    for methods in result.get("paths", {}).values():
+        for operation in methods.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "query" and not parameter.get("required"):
+                    parameter["allowEmptyValue"] = True
+            responses = operation.setdefault("responses", {})
+            for code, description in COMMON_ERRORS.items():
+                if code == "404" and operation.get("operationId") in NEVER_404:
+                    continue
+                responses.setdefault(
+                    code,
+                    {"description": description, "content": {"application/json": {"schema": ref}}},
+                )
+    return result

@@ -18,15 +18,21 @@ from typing import Any
 
 import orjson
 from django.db.models import Q, QuerySet
-from rest_framework.exceptions import ValidationError
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
-from records.filters import FilterError
+from records.filters import FilterError, parse_time
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
+# `limit` as the OpenAPI document states it, bounds included (every list takes it).
+LIMIT_PARAMETER = OpenApiParameter(
+    "limit",
+    {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+    description=f"Items a page, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT}).",
+)
 
 
 @dataclass(frozen=True)
@@ -71,12 +77,10 @@ class Keyset:
         for value, (_, kind) in zip(values, self.fields, strict=True):
             if kind is datetime:
                 try:
-                    value = datetime.fromisoformat(value)
-                except (TypeError, ValueError):
+                    value = parse_time("cursor", value)
+                except FilterError:
                     raise invalid from None
-                if value.tzinfo is None:
-                    raise invalid
-            elif not isinstance(value, int) or isinstance(value, bool):
+            elif not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
                 raise invalid
             decoded.append(value)
         return decoded
@@ -121,20 +125,12 @@ def next_url(request: Request, cursor: str | None) -> str | None:
     return replace_query_param(request.build_absolute_uri(), "cursor", cursor)
 
 
-def bad_request(exc: FilterError) -> ValidationError:
-    """The 400 for a malformed parameter: {"<param>": ["message"]}."""
-    return ValidationError({exc.param: [exc.message]})
-
-
 def page_response(
     request: Request, queryset: QuerySet, keyset: Keyset, serializer: type, **kwargs: Any
 ) -> Response:
     """One page of `queryset` as `{"results": [...], "next": url-or-null}`, each row through
-    `serializer` (given `kwargs`); a bad limit or cursor is a 400 naming it."""
-    try:
-        page = paginate(queryset, keyset, request.query_params)
-    except FilterError as exc:
-        raise bad_request(exc) from None
+    `serializer` (given `kwargs`); a bad limit or cursor is a 400 naming it (api.errors)."""
+    page = paginate(queryset, keyset, request.query_params)
     return Response(
         {
             "results": serializer(page.results, many=True, **kwargs).data,

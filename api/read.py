@@ -23,11 +23,10 @@ from api.access import project_for_request
 from api.ingest import IngestView
 from api.metrics import ReadView
 from api.openapi import INGEST_DESCRIPTION, INGEST_REQUEST, INGEST_RESPONSES
-from api.pagination import MAX_LIMIT, Keyset, bad_request, page_response
+from api.pagination import LIMIT_PARAMETER, Keyset, page_response
 from api.serializers import RecordSerializer, RunDetailSerializer, RunSerializer
 from records.filters import (
     HAS_FLAGS,
-    FilterError,
     Filters,
     filter_records,
     filter_runs,
@@ -42,10 +41,8 @@ MAX_SUB_RUNS = 1000
 
 
 def request_filters(request: Request) -> Filters:
-    try:
-        return parse_filters(request.query_params)
-    except FilterError as exc:
-        raise bad_request(exc) from None
+    """The filters of the query string; a bad one raises FilterError, a 400 (api.errors)."""
+    return parse_filters(request.query_params)
 
 
 # --- OpenAPI parameters, shared with api.exports -----------------------------------------------
@@ -75,12 +72,8 @@ PROJECT_PARAMETER = OpenApiParameter(
 FILTER_PARAMETERS = [*VOCABULARY_PARAMETERS, PROJECT_PARAMETER]
 PAGE_PARAMETERS = [
     OpenApiParameter("cursor", str, description="The `next` link's cursor; absent for page 1."),
-    OpenApiParameter("limit", int, description=f"Items a page, 1 to {MAX_LIMIT} (default 100)."),
+    LIMIT_PARAMETER,
 ]
-BAD_REQUEST = inline_serializer(
-    "FilterErrorBody",
-    {"<param>": serializers.ListField(child=serializers.CharField())},
-)
 
 
 def page_schema(name: str, item) -> serializers.Serializer:
@@ -101,7 +94,7 @@ class RunListView(ReadView):
         "newest first by when the run was first seen. A run's time span, counters and summary "
         "(`model`, `kind`, `has`) are kept by the workers, a few seconds behind ingest.",
         parameters=FILTER_PARAMETERS + PAGE_PARAMETERS,
-        responses={200: page_schema("RunPage", RunSerializer), 400: BAD_REQUEST},
+        responses={200: page_schema("RunPage", RunSerializer)},
     )
     def get(self, request):
         project = project_for_request(request)
@@ -179,7 +172,7 @@ class RecordsView(IngestView):
         "order. `model` is the model the record's metrics group by (classifier.model of a pick, "
         "default_model of a selection, model otherwise); `has` reads the record's own flags.",
         parameters=FILTER_PARAMETERS + PAGE_PARAMETERS,
-        responses={200: page_schema("RecordPage", RecordSerializer), 400: BAD_REQUEST},
+        responses={200: page_schema("RecordPage", RecordSerializer)},
     )
     def get(self, request):
         project = project_for_request(request)

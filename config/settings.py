@@ -62,6 +62,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # A NUL in the path or the query string is a 400 before any view sees it.
+    "config.middleware.RejectHostileURLMiddleware",
     "dashboard.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -197,11 +199,31 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
+# DECISIONBOARD_HTTPS=1 for a deployment served over HTTPS (usually TLS ended at a proxy that
+# sets X-Forwarded-Proto and strips it from clients): cookies only over HTTPS, HSTS for a year,
+# plain-HTTP requests redirected. `manage.py check --deploy` is clean with it.
+HTTPS = env_bool("DECISIONBOARD_HTTPS", False)
+if HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = 365 * 24 * 3600
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["api.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # Bodies decode as ingest's do (api.bodies): bad UTF-8 or deep nesting is a 400, not a 500.
+    "DEFAULT_PARSER_CLASSES": [
+        "api.bodies.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    # The domain's parameter errors (FilterError, MetricError) are 400s naming the parameter.
+    "EXCEPTION_HANDLER": "api.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
@@ -212,6 +234,11 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # msgspec's JSON Schema for the record kinds is 3.1-shaped.
     "OAS_VERSION": "3.1.0",
+    # Every operation documents the errors it can answer (api.openapi.document_errors).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.openapi.document_errors",
+    ],
 }
 
 # Email for alert notifications: SMTP when EMAIL_HOST is set, otherwise printed to the console.

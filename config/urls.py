@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path, re_path
+from django.views import defaults
 
 from api.openapi import SWAGGER_ASSETS, DocsView, docs_asset
 from api.otlp import OtlpTracesView
@@ -23,3 +25,13 @@ urlpatterns = [
 
 # A database outage raised outside a view is a 503 too (config.outage); the rest, Django's 500.
 handler500 = "config.outage.server_error"
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A path no pattern matches: JSON under /api/ (as the API's own 404s), the page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    return defaults.page_not_found(request, exception)
+
+
+handler404 = not_found

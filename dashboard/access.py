@@ -73,6 +73,18 @@ def get_project_for_user(request: HttpRequest) -> Project:
     return current
 
 
+def projects_for_page(request: HttpRequest):
+    """The operator's projects for a page that lists all of them (alerts, their history), or
+    only the one `?project=` names; one they are not in is a 404, as on every other page."""
+    projects = Project.objects.for_user(request.user)
+    wanted = request.GET.get("project")
+    if wanted:
+        projects = projects.filter(name=wanted)
+        if not projects.exists():
+            raise Http404("No such project.")
+    return projects
+
+
 def get_run_for_user(request: HttpRequest, run_id: str) -> Run:
     """The run `run_id` of the current project, or of another of the operator's projects.
 

@@ -33,6 +33,7 @@ from alerts.models import (
     filter_events,
 )
 from alerts.preview import preview_rule
+from dashboard.access import projects_for_page
 from records.filters import FilterError
 from records.models import Project
 
@@ -149,7 +150,7 @@ class ChannelForm(forms.ModelForm):
 # --- rules ---------------------------------------------------------------------------------------
 @login_required
 def alerts_list(request):
-    projects = Project.objects.for_user(request.user)
+    projects = projects_for_page(request)
     rules = Rule.objects.filter(project__in=projects).with_overall_rank()
     counts = dict(
         rules.order_by()
@@ -268,7 +269,7 @@ def rule_delete(request, rule_id: int):
 
 @login_required
 def alert_events(request):
-    projects = Project.objects.for_user(request.user)
+    projects = projects_for_page(request)
     events = (
         AlertEvent.objects.filter(project__in=projects)
         .select_related("rule", "project")
@@ -282,7 +283,7 @@ def alert_events(request):
         error = f"{exc.param}: {exc.message}"
         events = events.none()
     before = request.GET.get("before", "")
-    if before.isdigit():
+    if before.isascii() and before.isdecimal() and int(before) < 2**63:
         events = events.filter(id__lt=int(before))
     page = list(events[: EVENTS_PER_PAGE + 1])
     more = len(page) > EVENTS_PER_PAGE

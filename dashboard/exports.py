@@ -67,6 +67,8 @@ def exports_page(request):
             return redirect("dash-exports")
     else:
         values = _form_values(request.GET)
+        if values["project"]:  # pre-filled from a link: the same 404 as every other page
+            _get_project_for_user(request, values["project"])
     projects = list(Project.objects.for_user(request.user).order_by("name"))
     jobs = list(
         ExportJob.objects.filter(project__in=[p.pk for p in projects])

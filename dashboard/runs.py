@@ -19,14 +19,13 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils.dateparse import parse_datetime
 from django.utils.http import urlencode
 from django.utils.timezone import localtime
 
 from dashboard.access import get_project_for_user
 from dashboard.format import duration_ms
 from dashboard.params import filter_params, parse
-from records.filters import HAS_FLAGS, filter_runs
+from records.filters import HAS_FLAGS, filter_runs, parse_time
 from records.kinds import KIND_NAMES
 from records.models import Run
 
@@ -76,17 +75,22 @@ def encode_cursor(value: Any, pk: int) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+def _whole(value: Any) -> int:
+    """A cursor's integer: a JSON integer a bigint column can hold."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
+        raise ValueError(value)
+    return value
+
+
 def decode_cursor(cursor: str, sort: Sort) -> tuple[Any, int]:
     try:
         value, pk = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         if sort.field == "record_count":
-            value = int(value)
+            value = _whole(value)
         else:
-            value = parse_datetime(value)
-            if value is None:
-                raise ValueError
-        return value, int(pk)
-    except (ValueError, TypeError, orjson.JSONDecodeError) as exc:
+            value = parse_time("after", value)  # the one reader of outside times
+        return value, _whole(pk)
+    except (ValueError, TypeError, orjson.JSONDecodeError) as exc:  # FilterError is a ValueError
         raise CursorError("this page link is damaged; start again from the first page") from exc
 
 

@@ -2,14 +2,16 @@
 
 `parse_filters` turns query parameters into `Filters`, or raises FilterError naming the parameter;
 the API lists, the metrics, the runs page and the exports all read the same `Filters`, and
-`filter_records` / `filter_runs` apply them to a queryset.
+`filter_records` / `filter_runs` apply them to a queryset. `parse_time` is the one reader of a
+time from outside (parameters and cursors alike): whatever text it is given, it returns a UTC
+time that arithmetic of a day either way cannot push off the calendar, or FilterError.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 import msgspec
 from django.db.models import Q, QuerySet
@@ -28,6 +30,11 @@ HAS_FLAGS = {
 # The run summary's column of each flag (records.models.Run).
 _RUN_FLAGS = {flag: f"has_{flag}" for flag in HAS_FLAGS}
 MAX_VALUES = 50
+# Times a filter or cursor may name: a day inside the calendar's ends, so that a default range
+# (to minus 24 h) or a bucket rounded to the day stays a date; no record is stored outside it.
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+_OUT_OF_RANGE = "is out of range: times run from 0001-01-02 to 9999-12-30 (UTC)"
 # Every parameter of the vocabulary, in the order forms show them.
 PARAMS = ("from", "to", "agent", "model", "kind", "run_id", "session_id", "has")
 
@@ -51,14 +58,23 @@ class Filters:
     has: list[str] = field(default_factory=list)
 
 
-def parse_time(param: str, value: str) -> datetime:
+def parse_time(param: str, value: object) -> datetime:
+    """An RFC 3339 time with an offset, as UTC, within EARLIEST..LATEST; else FilterError."""
     try:
-        return msgspec.convert(value, Timestamp)
-    except msgspec.ValidationError:
+        moment = msgspec.convert(value, Timestamp)
+    except (msgspec.ValidationError, UnicodeEncodeError):  # msgspec encodes text as UTF-8
         raise FilterError(
             param,
             f"{value!r} is not an RFC 3339 timestamp with an offset, e.g. 2026-11-20T09:00:00Z",
         ) from None
+    try:
+        # An offset can push a valid local time past year 9999 or before year 1.
+        moment = moment.astimezone(UTC)
+    except OverflowError:
+        raise FilterError(param, _OUT_OF_RANGE) from None
+    if not EARLIEST <= moment <= LATEST:
+        raise FilterError(param, _OUT_OF_RANGE)
+    return moment
 
 
 def _list(params: Mapping[str, str], name: str) -> list[str]:
@@ -70,10 +86,26 @@ def _list(params: Mapping[str, str], name: str) -> list[str]:
         raise FilterError(name, f"at most {MAX_VALUES} values")
     if any(len(v) > 200 for v in values):
         raise FilterError(name, "values are at most 200 characters")
+    for value in values:
+        check_text(name, value)
     return values
 
 
+def check_text(param: str, value: str) -> str:
+    """`value` if a database can hold it as text: no NUL (no stored value holds one, and
+    PostgreSQL refuses it) and no lone surrogate (not Unicode at all); else FilterError."""
+    if "\x00" in value:
+        raise FilterError(param, "must not contain a NUL character")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise FilterError(param, "is not valid Unicode (a lone surrogate)") from None
+    return value
+
+
 def parse_filters(params: Mapping[str, str]) -> Filters:
+    """`Filters` from query parameters (or a body's strings); FilterError names a bad one."""
     start = parse_time("from", params["from"]) if params.get("from") else None
     end = parse_time("to", params["to"]) if params.get("to") else None
     if start and end and end <= start:

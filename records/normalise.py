@@ -27,6 +27,10 @@ from records.kinds import KIND_NAMES, KINDS
 Errors = dict[str, list[str]]
 # A guard against zero or garbage clocks (year 1, the Unix epoch) rather than a real limit.
 EARLIEST_TS = datetime(2000, 1, 1, tzinfo=UTC)
+# Arrays and objects inside each other in `data`, `data` itself included: the most orjson
+# encodes, so the fast path and the scrub agree on what is too deep.
+MAX_DEPTH = 254
+TOO_DEEP = f"is nested more than {MAX_DEPTH} arrays and objects deep"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +118,13 @@ def normalise(
 
     try:
         data_json = orjson.dumps(data)
-    except orjson.JSONEncodeError:  # integers beyond 64 bits in undeclared fields
-        data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    except orjson.JSONEncodeError as exc:
+        if "Recursion" in str(exc):
+            return {"data": [TOO_DEEP]}
+        try:  # integers beyond 64 bits in undeclared fields
+            data_json = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        except RecursionError:
+            return {"data": [TOO_DEEP]}
     if len(data_json) > limits.max_data_bytes:
         return {"data": [f"is {len(data_json):,} bytes; the limit is {limits.max_data_bytes:,}"]}
 
@@ -199,8 +208,12 @@ def _check_notice_detail(notice: schema.Notice) -> Errors:
     return {}
 
 
-def _scrub(value: Any, path: str, sanitized: list[str], errors: Errors) -> Any:
-    """Replace NUL in strings (keys too), noting where; flag non-finite numbers as errors."""
+def _scrub(value: Any, path: str, sanitized: list[str], errors: Errors, depth: int = 1) -> Any:
+    """Replace NUL in strings (keys too), noting where; flag non-finite numbers as errors, and
+    nesting deeper than MAX_DEPTH (where the walk stops, so its own depth stays bounded)."""
+    if depth > MAX_DEPTH and isinstance(value, (list, dict)):
+        errors.setdefault("data", []).append(TOO_DEEP)
+        return value
     if isinstance(value, str):
         if "\x00" in value:
             sanitized.append(path)
@@ -211,14 +224,17 @@ def _scrub(value: Any, path: str, sanitized: list[str], errors: Errors) -> Any:
             errors.setdefault(path, []).append("must be a finite number")
         return value
     if isinstance(value, list):
-        return [_scrub(item, f"{path}[{i}]", sanitized, errors) for i, item in enumerate(value)]
+        return [
+            _scrub(item, f"{path}[{i}]", sanitized, errors, depth + 1)
+            for i, item in enumerate(value)
+        ]
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
             clean_key = key.replace("\x00", "\ufffd") if "\x00" in key else key
             if clean_key is not key:
                 sanitized.append(f"{path}.{clean_key}")
-            out[clean_key] = _scrub(item, f"{path}.{clean_key}", sanitized, errors)
+            out[clean_key] = _scrub(item, f"{path}.{clean_key}", sanitized, errors, depth + 1)
         return out
     return value
 
