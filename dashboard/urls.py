@@ -12,10 +12,12 @@ from dashboard import (
     projects,
     run_detail,
     runs,
+    staticfiles,
     streaks,
 )
 
 urlpatterns = [
+    path("favicon.ico", staticfiles.favicon, name="dash-favicon"),
     path("", overview.overview, name="dash-overview"),
     path("runs/", runs.runs_list, name="dash-runs"),
     # A run id is any string up to 200 characters, slashes included: the pick pattern first.
