@@ -8,6 +8,7 @@ from django import template
 from django.http import QueryDict
 from django.utils.html import format_html
 
+from dashboard import figures
 from dashboard import format as fmt
 from dashboard.access import switcher
 
@@ -16,6 +17,13 @@ register = template.Library()
 register.filter("duration_ms", fmt.duration_ms)
 register.filter("percent", fmt.percent)
 register.filter("offset", fmt.offset)
+register.filter("count", fmt.count)
+
+
+@register.filter
+def range_field(time_range, which: str) -> str:
+    """A time range's From or To field value (dashboard.timerange.TimeRange.field)."""
+    return time_range.field(which) if time_range is not None else ""
 
 
 @register.simple_tag
@@ -63,7 +71,8 @@ def chart(figure: dict | None, dom_id: str, css_class: str = "chart") -> dict[st
     is the same without the suffix. The figure never becomes markup (json_script escapes it).
     """
     return {
-        "figure": figure,
+        # An empty figure says so rather than drawing bare axes (figures.is_empty).
+        "figure": None if figures.is_empty(figure) else figure,
         "dom_id": dom_id,
         "json_id": f"{dom_id}-figure",
         "css_class": css_class,
