@@ -584,3 +584,39 @@ def ranked(pick: dict) -> Figure:
         "xaxis": {**figure["layout"]["xaxis"], "categoryorder": "array", "categoryarray": order},
     }
     return figure
+
+
+# --- alert rule preview --------------------------------------------------------------------------
+# Lines avoid the threshold's red and the warning's orange; "would fire" is a black cross, the
+# colour of no line.
+_PREVIEW_LINES = tuple(c for c in PALETTE if c not in ("#c0392b", "#e8833a"))
+WOULD_FIRE = "#1d2330"
+
+
+def alert_preview(preview: Figure, percent: bool) -> Figure:
+    """alerts.preview's figure in the house style: this module's layout (legend under the plot,
+    so it never covers the axis title), rates on a percentage axis, and markers in a colour no
+    line has. Its threshold lines (shapes, annotations) are kept as they are."""
+    source = preview.get("layout") or {}
+    ytitle = ((source.get("yaxis") or {}).get("title") or {}).get("text", "")
+    traces = []
+    lines = 0
+    for trace in preview.get("data") or ():
+        if trace.get("name") == "would fire":
+            marker = {"color": WOULD_FIRE, "size": 9, "symbol": "x-thin",
+                      "line": {"width": 2, "color": WOULD_FIRE}}  # fmt: skip
+            hover = "would fire: %{y" + (":.1%" if percent else ":,.4~g") + "}<extra></extra>"
+            traces.append({**trace, "marker": marker, "hovertemplate": hover})
+            continue
+        line = {**(trace.get("line") or {}), "width": 2}
+        line["color"] = _PREVIEW_LINES[lines % len(_PREVIEW_LINES)]
+        lines += 1
+        hover = "%{y" + (":.1%" if percent else ":,.4~g") + "}"
+        traces.append({**trace, "line": line, "hovertemplate": hover})
+    figure = _figure(traces, height=320, ytitle=ytitle, yformat=".0%" if percent else "")
+    figure["layout"] = {
+        **figure["layout"],
+        "shapes": source.get("shapes") or [],
+        "annotations": source.get("annotations") or [],
+    }
+    return figure

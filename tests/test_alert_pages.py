@@ -100,7 +100,7 @@ def test_the_list_shows_each_rules_state_and_each_channels_health(alice, bob, al
     )  # fmt: skip
     page = alice_page.get("/alerts/").content.decode()
     assert "slow classifier" in page and "bob&#x27;s secret rule" not in page
-    assert "state-firing" in page and "qwen3-8b" in page and "2500" in page
+    assert "state-firing" in page and "qwen3-8b" in page and "2,500 ms" in page
     assert "disabled</span> after 10 failures in a row" in page and "SMTP 554" in page
     assert ">Pause</button>" in page and ">Silence</button>" in page
     assert ">Send test</button>" in page

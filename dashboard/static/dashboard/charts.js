@@ -54,11 +54,22 @@
     }
   }
 
+  // The rule form: the thresholds' unit follows the metric (% for a rate, ms for a latency).
+  function metricChanged(select) {
+    var source = document.getElementById("metric-units");
+    if (!source || !select.form) return;
+    var unit = JSON.parse(source.textContent)[select.value] || "";
+    Array.prototype.forEach.call(select.form.querySelectorAll("[data-unit]"), function (span) {
+      span.textContent = unit;
+    });
+  }
+
   // The project switcher and the filter selects submit themselves when changed.
   document.addEventListener("change", function (event) {
     var field = event.target;
     if (!field.matches) return;
     if (field.matches("[data-range-preset]")) return presetChanged(field);
+    if (field.matches(".rule-form select[name=metric]")) return metricChanged(field);
     if (!field.matches("[data-autosubmit]") || !field.form) return;
     submit(field.form);
   });
