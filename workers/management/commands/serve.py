@@ -23,6 +23,9 @@ from dashboard.staticfiles import ensure_collected
 from records.models import ApiKey, Project, Record
 from workers import processes
 
+# The banner's example body: five records of examples/, posted with the printed key.
+EXAMPLE_BATCH = Path(settings.BASE_DIR) / "examples" / "batch.json"
+
 
 class Command(BaseCommand):
     help = "Run web (gunicorn), the Celery workers with beat, and load demo data on first start."
@@ -66,7 +69,10 @@ class Command(BaseCommand):
             f"  log in as:   {username} / {password}\n"
             f"  ingest key:  {api_key}   (project demo)\n"
             f"  post:        curl -H 'Authorization: Bearer {api_key}' "
-            f"-H 'Content-Type: application/json' --data @record.json {url}api/v1/records\n"
+            f"-H 'Content-Type: application/json' --data-binary @{EXAMPLE_BATCH} "
+            f"{url}api/v1/records\n"
+            "  examples:    .venv/bin/python manage.py load_examples   "
+            "(the sample records, shifted to now)\n"
             f"  database:    {settings.DATABASES['default']['NAME']}\n"
             f"  broker:      {settings.CELERY_BROKER_URL} (workers: default with beat; "
             "notifications and exports)\n"
