@@ -190,3 +190,104 @@ def overflow(page: Page) -> int:
         "Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)"
         " - document.documentElement.clientWidth"
     )
+
+
+def picks_and_errors(picks: int, errors: int, now) -> list[dict]:
+    """`picks` classifier picks and `errors` failed ones, in the few minutes before `now`."""
+    base = {"run_id": "rate-run", "agent": "support-bot"}
+    pick = {"iteration": 0, "source": "classifier",
+            "classifier": {"name": "anthropic", "model": "claude-haiku-4-5"},
+            "offered": ["search_docs", "grep"], "ranked": [{"name": "grep", "score": 0.7}],
+            "chosen": "grep", "confidence": 0.7, "latencyMs": 120.0, "served": ["grep"],
+            "narrowed": True}  # fmt: skip
+    error = {"iteration": 0, "classifier": {"name": "anthropic", "model": "claude-haiku-4-5"},
+             "message": "overloaded", "latencyMs": 900.0, "served": ["grep"]}  # fmt: skip
+    out = []
+    for i in range(picks + errors):
+        kind, data = ("tool_choice.pick", pick) if i < picks else ("tool_choice.pick_error", error)
+        ts = (now - timedelta(minutes=3) + timedelta(seconds=i)).isoformat()
+        out.append({**base, "id": f"rate-{i}", "kind": kind, "ts": ts, "data": data})
+    return out
+
+
+@pytest.fixture
+def quiet(live_server):
+    """acme with no records yet; carol is its operator."""
+    acme = Project.objects.create(name="acme")
+    carol = get_user_model().objects.create_user("carol", password=PASSWORD)
+    Membership.objects.create(user=carol, project=acme)
+    return {"url": live_server.url, "project": acme}
+
+
+def test_a_rate_rule_entered_as_10_percent_fires_at_10_percent(page: Page, quiet, console):
+    from alerts import engine
+
+    acme = quiet
+    log_in(page, acme["url"], console)
+    page.goto(acme["url"] + "/alerts/new/")
+    # The form starts on the project the operator is looking at.
+    expect(page.locator(".rule-form select[name=project]")).to_have_value("acme")
+    page.fill("input[name=name]", "pick errors at 10 %")
+    page.select_option("select[name=metric]", "pick_error_rate")
+    expect(page.locator(".field-threshold [data-unit]")).to_have_text("%")
+    page.select_option("select[name=comparator]", "gte")
+    page.fill("input[name=threshold]", "10")
+    page.fill("input[name=window_minutes]", "60")
+    screenshot(page, "alert_rule")
+    page.click("button[name=save]")
+    expect(page.locator(".messages")).to_contain_text("Saved")
+    expect(page.locator("p.rule-summary")).to_contain_text("pick error rate ≥ 10 % over 60 min")
+    # The API keeps the fraction.
+    from alerts.models import Rule
+
+    assert Rule.objects.get(name="pick errors at 10 %").threshold == 0.1
+    # 1 failed pick in 10: a pick error rate of exactly 10 %.
+    store(acme["project"], picks_and_errors(9, 1, timezone.now()))
+    rollup.catch_up()
+    engine.evaluate_all()
+    page.reload()
+    expect(page.locator("p.rule-summary .state-firing")).to_be_visible()
+    expect(page.locator("table td", has_text="10.0 %").first).to_be_visible()
+    expect(page.locator("table.events")).to_contain_text("≥ 10 %")
+    # The overview's firing alerts speak in per cent too.
+    page.goto(acme["url"] + "/")
+    expect(page.locator(".firing-alerts")).to_contain_text("10.0 %")
+    # Silenced, it is marked so wherever it is listed.
+    page.goto(acme["url"] + "/alerts/")
+    page.locator("tr", has_text="pick errors at 10 %").locator("button", has_text="Silence").click()
+    expect(page.locator(".state-silenced").first).to_contain_text("silenced until")
+    page.goto(acme["url"] + "/")
+    expect(page.locator(".firing-alerts .state-silenced")).to_be_visible()
+    assert console.take() == []
+
+
+def test_an_api_key_is_made_used_and_revoked_in_the_ui(page: Page, acme, console):
+    log_in(page, acme["url"], console)
+    page.click("nav.pages >> text=Keys")
+    expect(page.locator("h1")).to_have_text("API keys")
+    page.fill("input[name=name]", "agent-7")
+    page.select_option("select[name=scope]", "ingest")
+    page.click("form.key-form button[type=submit]")
+    secret = page.locator("#new-key").inner_text()
+    assert secret.startswith("dbk_")
+    expect(page.locator(".secret-once")).to_contain_text("ingest key for acme (agent-7)")
+    row = page.locator("tr.key-row", has_text="agent-7")
+    expect(row).to_contain_text("never")
+    screenshot(page, "keys")
+
+    def post() -> requests.Response:
+        record = {"kind": "notice", "run_id": "key-run", "ts": timezone.now().isoformat(),
+                  "data": {"code": "demo.hello", "message": "hi", "detail": {}}}  # fmt: skip
+        return requests.post(f"{acme['url']}/api/v1/records", json=record, timeout=30,
+                             headers={"Authorization": f"Bearer {secret}"})  # fmt: skip
+
+    assert post().json()["accepted"] == 1
+    page.reload()
+    assert page.locator("#new-key").count() == 0  # shown once
+    expect(row).not_to_contain_text("never")  # last used: just now
+    row.locator("button", has_text="Revoke").click()
+    expect(page.locator(".messages")).to_contain_text("Revoked")
+    expect(page.locator("tr.key-row", has_text="agent-7")).to_contain_text("revoked")
+    answer = post()
+    assert answer.status_code == 401, answer.text
+    assert console.take() == []
