@@ -6,6 +6,7 @@ import gzip
 import re
 
 import pytest
+from django.templatetags.static import static
 from django.test import Client
 
 from dashboard.staticfiles import ensure_collected, is_current
@@ -31,7 +32,9 @@ def test_it_links_hashed_names_and_serves_them_compressed_and_long_cached(page):
 
 
 def test_plotly_travels_compressed():
-    response = Client().get("/static/vendor/plotly.min.js", HTTP_ACCEPT_ENCODING="gzip")
+    url = static("vendor/plotly.min.js")  # as the chart pages link it
+    assert re.fullmatch(r"/static/vendor/plotly\.min\.[0-9a-f]{12}\.js", url)
+    response = Client().get(url, HTTP_ACCEPT_ENCODING="gzip")
     assert response.status_code == 200 and response["Content-Encoding"] == "gzip"
     assert len(b"".join(response.streaming_content)) < 2_000_000  # 4.8 MB as shipped
 
