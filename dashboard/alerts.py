@@ -88,6 +88,7 @@ class RuleForm(forms.ModelForm):
     metric = forms.ChoiceField(choices=METRIC_CHOICES)
     match = forms.JSONField(
         required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
         help_text='Pin a dimension of the metric, e.g. {"verdict": "block"}.',
     )
 

@@ -75,9 +75,8 @@ def classifiers_page(request: HttpRequest) -> HttpResponse:
         if reasons
         else None,
     }
-    if partial:
-        for name in TIME_FIGURES:
-            context[name] = figures.mark_partial(context[name], *partial)
+    for name in TIME_FIGURES:
+        context[name] = figures.over_period(context[name], data["start"], data["end"], partial)
     empty = not (data["latency_totals"] or data["verdicts"] or data["agreement_overall"][1])
     context.update(
         empty=empty_period(project.pk, agents, period, data["start"], data["end"])

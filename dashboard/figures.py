@@ -174,6 +174,19 @@ def kind_colour(kind: str) -> str:
     return KIND_COLOURS.get(kind, OTHER_KIND)
 
 
+def over_period(
+    figure: Figure, start: datetime, end: datetime, partial: tuple[datetime, datetime] | None
+) -> Figure:
+    """A time chart spanning its page's whole period (plotly.js would zoom in to milliseconds
+    around a single bucket), with the bucket still filling marked (mark_partial)."""
+    if is_empty(figure):
+        return figure
+    layout = figure["layout"]
+    xaxis = {**layout["xaxis"], "range": [when(start), when(end)]}
+    figure = {**figure, "layout": {**layout, "xaxis": xaxis}}
+    return mark_partial(figure, *partial) if partial else figure
+
+
 def mark_partial(figure: Figure, start: datetime, end: datetime) -> Figure:
     """Draw the bucket [start, end), which is still filling, as partial: shaded and labelled
     "in progress", each line's last segment into it dotted, its bars paler."""

@@ -29,7 +29,7 @@ def models_page(request: HttpRequest) -> HttpResponse:
         **chart_context(project, data, agents, error, chosen),
         "matrix_figure": figures.swap_matrix(data["matrix"]) if data["matrix"] else None,
         "kept_only": bool(data["matrix"]) and all(d == s for d, s in data["matrix"]),
-        "swaps_figure": figures.mark_partial(swaps, *partial) if partial else swaps,
+        "swaps_figure": figures.over_period(swaps, data["start"], data["end"], partial),
         "paths_figure": figures.model_paths(data["paths"]) if data["paths"] else None,
         "refusals_figure": figures.refusals(data["refused"]) if data["refused"] else None,
         "empty": empty_period(project.pk, agents, period, data["start"], data["end"])

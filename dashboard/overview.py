@@ -44,8 +44,10 @@ def overview(request: HttpRequest) -> HttpResponse:
         "latency_figure": figures.latency_by_model(data["latency_by_model"]),
         "rates_figure": figures.rates_over_time(data["rates"], RATE_LABELS),
     }
-    if partial:
-        figures_ = {name: figures.mark_partial(f, *partial) for name, f in figures_.items()}
+    figures_ = {
+        name: figures.over_period(f, data["start"], data["end"], partial)
+        for name, f in figures_.items()
+    }
     records = next(k for k in data["kpis"] if k.name == "records")
     queues = queue_status()
     context = {

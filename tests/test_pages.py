@@ -33,7 +33,7 @@ PAGES = ("/", "/runs/", "/models/", "/classifiers/", "/streaks/")
 
 # --- fixtures -------------------------------------------------------------------------------------
 # A row of the runs list: its run id.
-RUN_LINK = r'<tr class="run-row">\s*<td class="run-id"><a href="/runs/([^/]+)/">'
+RUN_LINK = r'<tr class="run-row">\s*<td class="run-id"><a href="/runs/([^/]+)/"'
 
 
 def operator(username: str, *personas) -> Client:
@@ -365,7 +365,7 @@ def test_it_opens_a_run_whose_id_has_slashes_and_spaces(alice, alice_page):
     post(alice, [record("tool_choice.pick", run_id=run_id, ts=iso(t))])
     rollup.catch_up()
     runs = alice_page.get("/runs/").content.decode()
-    link = re.search(r'<tr class="run-row">\s*<td class="run-id"><a href="([^"]+)">', runs).group(1)
+    link = re.search(r'<tr class="run-row">\s*<td class="run-id"><a href="([^"]+)"', runs).group(1)
     assert link == "/runs/team%20a/run%207%3Fx%231/"
     assert run_id in alice_page.get(link).content.decode()
     assert alice_page.get(link + "picks/0/").status_code == 200
