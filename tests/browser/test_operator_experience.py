@@ -249,6 +249,10 @@ def test_a_rate_rule_entered_as_10_percent_fires_at_10_percent(page: Page, quiet
     expect(page.locator("p.rule-summary .state-firing")).to_be_visible()
     expect(page.locator("table td", has_text="10.0 %").first).to_be_visible()
     expect(page.locator("table.events")).to_contain_text("≥ 10 %")
+    # The preview, in the house style: a percentage axis, the would-fire crosses drawn.
+    expect(page.locator("#alert-preview .ytick text", has_text="%").first).to_be_attached()
+    expect(page.locator("#alert-preview .legendtext", has_text="would fire")).to_be_attached()
+    screenshot(page, "alert_preview")
     # The overview's firing alerts speak in per cent too.
     page.goto(acme["url"] + "/")
     expect(page.locator(".firing-alerts")).to_contain_text("10.0 %")
