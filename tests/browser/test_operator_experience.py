@@ -15,9 +15,11 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
+from alerts import engine
+from alerts.models import Rule
 from records import rollup
 from records.demo import generate_records
-from records.models import Membership, Project, Run
+from records.models import ApiKey, Membership, Project, Run
 from tests.browser.conftest import Console, screenshot
 from tests.browser.test_pages_in_browser import PASSWORD, charts_drawn, store
 
@@ -142,8 +144,6 @@ def test_the_overview_updates_after_a_post_without_a_reload(page: Page, acme, co
 
 
 def requests_key(project: Project) -> str:
-    from records.models import ApiKey
-
     return ApiKey.issue(project, ApiKey.Scope.ALL)[1]
 
 
@@ -220,8 +220,6 @@ def quiet(live_server):
 
 
 def test_a_rate_rule_entered_as_10_percent_fires_at_10_percent(page: Page, quiet, console):
-    from alerts import engine
-
     acme = quiet
     log_in(page, acme["url"], console)
     page.goto(acme["url"] + "/alerts/new/")
@@ -238,8 +236,6 @@ def test_a_rate_rule_entered_as_10_percent_fires_at_10_percent(page: Page, quiet
     expect(page.locator(".messages")).to_contain_text("Saved")
     expect(page.locator("p.rule-summary")).to_contain_text("pick error rate ≥ 10 % over 60 min")
     # The API keeps the fraction.
-    from alerts.models import Rule
-
     assert Rule.objects.get(name="pick errors at 10 %").threshold == 0.1
     # 1 failed pick in 10: a pick error rate of exactly 10 %.
     store(acme["project"], picks_and_errors(9, 1, timezone.now()))
