@@ -16,6 +16,7 @@ from django.db import models
 from django.utils import timezone
 
 from alerts import evaluate as ev
+from alerts import units
 from alerts.windows import RULE_METRICS, Family, Query, query_errors, window_errors
 from records.filters import FilterError, check_text, parse_time
 from records.models import Project
@@ -257,11 +258,11 @@ class Rule(models.Model):
         return self.silenced_until is not None and (now or timezone.now()) < self.silenced_until
 
     def describe(self) -> str:
-        """The condition in words, e.g. `pick error rate > 0.05 over 5 min by model`."""
+        """The condition in words, e.g. `pick error rate > 5 % over 5 min by model`."""
         words = [
             self.metric_label,
             ev.SYMBOLS.get(self.comparator, self.comparator),
-            f"{self.threshold:g}",
+            units.threshold(self.metric, self.threshold),
         ]
         if self.metric != "contract_broken_streak":
             words.append(f"over {self.window_minutes} min")

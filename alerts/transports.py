@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.mail import BadHeaderError, send_mail
 
+from alerts import units
 from alerts.safety import UnsafeURL, check_webhook_url
 
 SIGNATURE_HEADER = "X-Decisionboard-Signature"
@@ -136,9 +137,9 @@ def email_message(payload: dict) -> tuple[str, str]:
         f"Group: {payload.get('group') or 'all'}",
         f"State: {payload.get('previous_state', '')} -> {payload['state']}"
         + (f" ({payload['severity']})" if payload.get("severity") else ""),
-        f"Value: {'no data' if value is None else f'{value:g}'}"
+        f"Value: {units.display(rule.get('metric', ''), value)}"
         f" over {payload.get('window_minutes')} min ({payload.get('count', 0)} records)",
-        f"Threshold: {payload.get('threshold')}",
+        f"Threshold: {units.threshold(rule.get('metric', ''), payload.get('threshold'))}",
         f"At: {payload.get('at')}",
         "",
         f"See it: {payload.get('url')}",

@@ -37,6 +37,7 @@ class ApiKeyAuthentication(BaseAuthentication):
         )
         if key is None:
             raise AuthenticationFailed("Unknown or revoked API key.")
+        key.note_use()
         return KeyPrincipal(key.project), key
 
     def authenticate_header(self, request) -> str:

@@ -188,7 +188,9 @@ STATICFILES_FINDERS = [
 ]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+    # Hashed names (a changed file gets a new URL, so WhiteNoise serves them with a year's
+    # max-age) and gzip copies, once `manage.py collectstatic` (bin/start runs it) wrote them.
+    "staticfiles": {"BACKEND": "dashboard.staticfiles.StaticStorage"},
 }
 WHITENOISE_USE_FINDERS = True
 

@@ -22,7 +22,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
-from alerts import delivery
+from alerts import delivery, units
 from alerts.evaluate import STATES
 from alerts.models import (
     METRIC_CHOICES,
@@ -33,7 +33,8 @@ from alerts.models import (
     filter_events,
 )
 from alerts.preview import preview_rule
-from dashboard.access import projects_for_page
+from dashboard import figures
+from dashboard.access import get_project_for_user, projects_for_page
 from records.filters import FilterError
 from records.models import Project
 
@@ -80,6 +81,7 @@ class RuleForm(forms.ModelForm):
     metric = forms.ChoiceField(choices=METRIC_CHOICES)
     match = forms.JSONField(
         required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
         help_text='Pin a dimension of the metric, e.g. {"verdict": "block"}.',
     )
 
@@ -93,21 +95,45 @@ class RuleForm(forms.ModelForm):
         ]
         widgets = {"channels": forms.CheckboxSelectMultiple}
 
-    def __init__(self, *args, user, **kwargs) -> None:
+    # A rate's thresholds are typed in per cent (alerts.units); the unit shows beside them.
+    PERCENT_FIELDS = ("threshold", "warning_threshold")
+
+    def __init__(self, *args, user, project=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         projects = Project.objects.for_user(user).order_by("name")
         if self.instance.pk:
             del self.fields["project"]
             self.fields["channels"].queryset = Channel.objects.filter(project=self.instance.project)
+            for name in self.PERCENT_FIELDS:
+                self.initial[name] = units.to_form(self.instance.metric, self.initial.get(name))
         else:
             self.fields["project"].queryset = projects
             self.fields["channels"].queryset = Channel.objects.filter(project__in=projects)
+            if project is not None:  # the project the operator is looking at
+                self.initial.setdefault("project", project.name)
+        self.fields[
+            "threshold"
+        ].help_text = "A rate in per cent (10 means 10 %), a latency in ms, a count as a number."
+
+    @property
+    def unit(self) -> str:
+        """The thresholds' unit for the metric the form holds (typed, or the rule's)."""
+        metric = self.data.get("metric") if self.is_bound else None
+        return units.unit(metric or self.initial.get("metric") or self.instance.metric or "")
 
     def clean_match(self) -> dict:
         return self.cleaned_data.get("match") or {}
 
     def clean(self) -> dict:
         cleaned = super().clean()
+        metric = cleaned.get("metric", "")
+        if units.is_rate(metric):
+            for name in self.PERCENT_FIELDS:
+                value = cleaned.get(name)
+                if value is not None and not 0 <= value <= 100:
+                    self.add_error(name, "a rate is between 0 and 100 (per cent)")
+                else:
+                    cleaned[name] = units.from_form(metric, value)
         project = cleaned.get("project") if "project" in self.fields else self.instance.project
         if project is not None:
             self.instance.project = project
@@ -199,7 +225,9 @@ def alerts_list(request):
 @login_required
 def rule_edit(request, rule_id: int | None = None):
     rule = _get_rule_for_user(request, rule_id) if rule_id is not None else Rule()
-    form = RuleForm(request.POST or None, instance=rule, user=request.user)
+    form = RuleForm(
+        request.POST or None, instance=rule, user=request.user, project=_current_project(request)
+    )
     preview = None
     if request.method == "POST" and form.is_valid():
         if "preview" not in request.POST:
@@ -209,7 +237,17 @@ def rule_edit(request, rule_id: int | None = None):
         preview = _preview(request, form.save(commit=False))
     elif request.method == "GET" and rule.pk:
         preview = _preview(request, rule)
-    context = {"form": form, "rule": rule, "preview": preview}
+    context = {
+        "form": form,
+        "rule": rule,
+        "preview": preview,
+        "preview_figure": figures.alert_preview(preview.figure, units.is_rate(rule.metric))
+        if preview
+        else None,
+        "groups": _field_groups(form),
+        "units": {metric: units.unit(metric) for metric, _ in METRIC_CHOICES},
+        "now": timezone.now(),
+    }
     if rule.pk:
         context["states"] = rule.states.order_by("group")
         context["events"] = (
@@ -218,6 +256,27 @@ def rule_edit(request, rule_id: int | None = None):
             .prefetch_related("notifications__channel")[:20]
         )
     return render(request, "alerts/rule_form.html", context)
+
+
+# The rule form in three parts, each a fieldset (templates/alerts/rule_form.html).
+FIELD_GROUPS = (
+    ("What to watch", ("name", "project", "metric", "agent", "model", "classifier", "kind",
+                       "match", "group_by")),
+    ("When it fires", ("comparator", "threshold", "warning_threshold", "window_minutes",
+                       "min_records", "for_minutes", "no_data")),
+    ("Who hears of it", ("channels", "renotify_minutes")),
+)  # fmt: skip
+
+
+def _field_groups(form: RuleForm) -> list[tuple[str, list]]:
+    return [(title, [form[n] for n in names if n in form.fields]) for title, names in FIELD_GROUPS]
+
+
+def _current_project(request):
+    try:
+        return get_project_for_user(request)
+    except Http404:  # an operator in no project: the form says so
+        return None
 
 
 def _preview(request, rule: Rule):

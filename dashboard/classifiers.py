@@ -11,9 +11,14 @@ from django.utils import timezone
 
 from dashboard import figures, rollups
 from dashboard.access import get_project_for_user
+from dashboard.overview import LIVE_SECONDS
 from dashboard.params import chart_context, chart_params
+from dashboard.timerange import empty_period, in_progress
 
 VERDICT_CLASSES = ("allow", "block", "parse_error", "unavailable")
+# The figures over time, whose current bucket is still filling.
+TIME_FIGURES = ("latency_figure", "skip_series_figure", "pick_errors_figure", "agreement_figure",
+                "ladder_figure")  # fmt: skip
 
 
 def verdict_mix(totals: list[dict]) -> tuple[list[str], dict[str, list[int]]]:
@@ -35,15 +40,17 @@ def by_second(counts: dict[tuple[str, str], int]) -> tuple[list[str], dict[str, 
 @login_required
 def classifiers_page(request: HttpRequest) -> HttpResponse:
     project = get_project_for_user(request)
-    period, agents, error = chart_params(request)
-    data = rollups.classifiers_page(project.pk, timezone.now(), period.name, agents)
+    chosen, period, agents, error = chart_params(request)
+    now = timezone.now()
+    data = rollups.classifiers_page(project.pk, now, period.name, agents)
+    partial = in_progress(period, data["start"], data["end"], now)
     skip_totals = [t for t in data["skip_totals"] if t["count"]]
     models, verdict_stacks = verdict_mix(data["verdicts"])
     causes, dispositions = by_second(data["unavailable"])
     reasons, reason_models = by_second(data["role_defaulted"])
     agreement = {"first-pick agreement": data["agreement"]}
     context = {
-        **chart_context(project, data, agents, error),
+        **chart_context(project, data, agents, error, chosen),
         "latency_figure": figures.classifier_latency(data["latency"]),
         "skips_figure": figures.bars(
             [t["group"]["reason"] for t in skip_totals],
@@ -68,6 +75,16 @@ def classifiers_page(request: HttpRequest) -> HttpResponse:
         if reasons
         else None,
     }
+    for name in TIME_FIGURES:
+        context[name] = figures.over_period(context[name], data["start"], data["end"], partial)
+    empty = not (data["latency_totals"] or data["verdicts"] or data["agreement_overall"][1])
+    context.update(
+        empty=empty_period(project.pk, agents, period, data["start"], data["end"])
+        if empty and not (data["unavailable"] or data["role_defaulted"])
+        else None,
+        live=partial is not None,
+        live_seconds=LIVE_SECONDS,
+    )
     if request.headers.get("HX-Request"):
         return render(request, "dashboard/partials/classifiers_charts.html", context)
     return render(request, "dashboard/classifiers.html", context)

@@ -22,10 +22,11 @@ from workers.models import ExportJob
 JOBS_SHOWN = 50
 # Text inputs: every parameter but `has`, which is a set of checkboxes.
 TEXT_PARAMS = tuple(p for p in PARAMS if p != "has")
+# Shown under each field, not as a placeholder: a date there read as a filled-in filter.
 HINTS = {
-    "from": "2026-11-20T09:00:00Z",
-    "to": "2026-11-21T09:00:00Z",
-    "kind": ", ".join(KIND_NAMES[:2]) + ", …",
+    "from": "RFC 3339, e.g. 2026-11-20T09:00:00Z",
+    "to": "RFC 3339; records before it",
+    "kind": "e.g. " + ", ".join(KIND_NAMES[:2]),
 }
 
 
@@ -97,7 +98,7 @@ def exports_page(request):
                     "name": name,
                     "value": values[name],
                     "error": errors.get(name),
-                    "hint": HINTS.get(name, "comma list"),
+                    "hint": HINTS.get(name, "a comma list matches any of its values"),
                 }
                 for name in TEXT_PARAMS
             ],

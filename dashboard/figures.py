@@ -30,6 +30,22 @@ from records.keys import model_label
 # One colour per series position, and the marks of the pick chart.
 PALETTE = ("#3a5bd9", "#e8833a", "#2e9e6b", "#c0392b", "#8e6bbf", "#8c6d31", "#d45fa8",
            "#6c7a89", "#17a2b8", "#b8a000")  # fmt: skip
+# One colour per record kind on every chart (records by kind, a run's latency lanes).
+KIND_COLOURS = {
+    "tool_choice.pick": "#3a5bd9",
+    "tool_choice.pick_error": "#c0392b",
+    "tool_choice.outcome": "#8fa8f0",
+    "model_selection": "#2e9e6b",
+    "turn": "#8e6bbf",
+    "classifier.verdict": "#d45fa8",
+    "notice": "#6c7a89",
+    "provider.error": "#e8833a",
+    "reliability": "#b8a000",
+    "model_call": "#17a2b8",
+}
+OTHER_KIND = "#8c6d31"
+# The in-progress bucket: shaded, and its line segment dotted.
+PARTIAL_FILL = "rgba(102,112,133,0.10)"
 CHOSEN = "#3a5bd9"
 SERVED = "#8fa8f0"
 OFFERED = "#d0d5dd"
@@ -81,6 +97,7 @@ def _layout(
     sparkline: bool = False,
     horizontal: bool = False,
     left: int = 56,
+    entries: int = 0,
 ) -> dict:
     if sparkline:
         layout = go.Layout(
@@ -93,15 +110,25 @@ def _layout(
             plot_bgcolor="rgba(0,0,0,0)",
         )
         return layout.to_plotly_json()
+    # The legend goes under the plot, in rows: on the right a dozen series (kinds, models)
+    # scrolled out of sight and squeezed the plot on a narrow screen. The figure grows by the
+    # rows it will take (about three entries a row on a half-width panel).
+    rows = -(-entries // 3) if legend and entries > 1 else 0
     layout = go.Layout(
-        height=height,
+        height=height + 20 * rows,
         margin={"l": left, "r": 16, "t": 12, "b": 40},
         font={"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
         paper_bgcolor="white",
         plot_bgcolor="white",
         showlegend=legend,
-        # On the right: a page's series names (kinds, models) are many and long.
-        legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "font": {"size": 11}},
+        legend={
+            "orientation": "h",
+            "x": 0,
+            "xanchor": "left",
+            "y": -0.18 - (0.1 if xtitle or time_axis else 0),
+            "yanchor": "top",
+            "font": {"size": 11},
+        },
         hovermode="x unified" if time_axis else "closest",
         xaxis={
             "type": "date" if time_axis else "-",
@@ -126,7 +153,80 @@ def _layout(
 
 
 def _figure(data: Iterable[dict], **layout: Any) -> Figure:
-    return {"data": list(data), "layout": _layout(**layout)}
+    traces = list(data)
+    entries = sum(1 for t in traces if t.get("showlegend", True) is not False)
+    return {"data": traces, "layout": _layout(entries=entries, **layout)}
+
+
+def is_empty(figure: Figure | None) -> bool:
+    """Whether a figure has nothing to draw: then a page says so instead of drawing bare axes
+    (plotly.js invents a range, such as the year 2000 on a time axis, for an empty trace)."""
+    if not figure:
+        return True
+    for trace in figure.get("data") or ():
+        for key in ("x", "y", "z", "values"):
+            if trace.get(key):
+                return False
+        if (trace.get("link") or {}).get("value"):
+            return False
+    return True
+
+
+def kind_colour(kind: str) -> str:
+    return KIND_COLOURS.get(kind, OTHER_KIND)
+
+
+def over_period(
+    figure: Figure, start: datetime, end: datetime, partial: tuple[datetime, datetime] | None
+) -> Figure:
+    """A time chart spanning its page's whole period (plotly.js would zoom in to milliseconds
+    around a single bucket), with the bucket still filling marked (mark_partial)."""
+    if is_empty(figure):
+        return figure
+    layout = figure["layout"]
+    xaxis = {**layout["xaxis"], "range": [when(start), when(end)]}
+    figure = {**figure, "layout": {**layout, "xaxis": xaxis}}
+    return mark_partial(figure, *partial) if partial else figure
+
+
+def mark_partial(figure: Figure, start: datetime, end: datetime) -> Figure:
+    """Draw the bucket [start, end), which is still filling, as partial: shaded and labelled
+    "in progress", each line's last segment into it dotted, its bars paler."""
+    if is_empty(figure):
+        return figure
+    x0 = when(start)
+    traces = []
+    for trace in figure["data"]:
+        xs = trace.get("x") or []
+        if not xs or xs[-1] != x0:
+            traces.append(trace)
+            continue
+        if trace.get("type") == "bar":
+            marker = dict(trace.get("marker") or {})
+            marker["opacity"] = [1.0] * (len(xs) - 1) + [0.45]
+            traces.append({**trace, "marker": marker})
+            continue
+        if len(xs) < 2:
+            traces.append(trace)
+            continue
+        group = trace.get("legendgroup") or trace.get("name") or ""
+        head = {k: (v[:-1] if k in ("x", "y", "customdata") else v) for k, v in trace.items()}
+        tail = {k: (v[-2:] if k in ("x", "y", "customdata") else v) for k, v in trace.items()}
+        tail["line"] = {**(trace.get("line") or {}), "dash": "dot"}
+        tail["showlegend"] = False
+        traces += [{**head, "legendgroup": group}, {**tail, "legendgroup": group}]
+    layout = dict(figure["layout"])
+    layout["shapes"] = [
+        *(layout.get("shapes") or ()),
+        {"type": "rect", "xref": "x", "yref": "paper", "x0": x0, "x1": when(end), "y0": 0,
+         "y1": 1, "fillcolor": PARTIAL_FILL, "line": {"width": 0}, "layer": "below"},
+    ]  # fmt: skip
+    layout["annotations"] = [
+        *(layout.get("annotations") or ()),
+        {"xref": "x", "yref": "paper", "x": x0, "y": 1, "xanchor": "left", "yanchor": "bottom",
+         "text": "in progress", "showarrow": False, "font": {"size": 10, "color": "#667085"}},
+    ]  # fmt: skip
+    return {"data": traces, "layout": layout}
 
 
 def _label(group: dict) -> str:
@@ -179,10 +279,10 @@ def records_by_kind(series: Sequence[dict]) -> Figure:
                 "y": [p["value"] for p in s["points"]],
                 "name": plain(s["group"].get("kind", "")),
             },
-            marker={"color": _colour(i)},
+            marker={"color": kind_colour(s["group"].get("kind", ""))},
             hovertemplate="%{y:,}",
         )
-        for i, s in enumerate(series)
+        for s in series
     ]
     return _figure(traces, ytitle="records", barmode="stack")
 
@@ -213,22 +313,47 @@ def rates_over_time(rates: dict[str, list[tuple]], labels: dict[str, str]) -> Fi
 
 # --- models ------------------------------------------------------------------------------------
 def swap_matrix(matrix: dict[tuple[str, str], int]) -> Figure:
-    """Heatmap: default model (rows) → selected model (columns), selections in each cell."""
+    """Heatmap of the swaps: default model (rows) → selected model (columns).
+
+    Only swaps are coloured, each cell with its count and its share of the row's selections:
+    the diagonal (the router kept the default) would otherwise set the colour scale, its
+    hundreds hiding a real swap of twenty. Kept selections are written in the row's label.
+    """
     defaults = sorted({d for d, _ in matrix})
-    selected = sorted({s for _, s in matrix})
-    z = [[matrix.get((d, s), 0) for s in selected] for d in defaults]
+    selected = sorted({s for d, s in matrix if s != d})
+    if not selected:
+        return {"data": [], "layout": _layout(time_axis=False, legend=False)}
+    totals = {d: sum(n for (dd, _), n in matrix.items() if dd == d) for d in defaults}
+    z = [[matrix.get((d, s), 0) if s != d else None for s in selected] for d in defaults]
+    text = [
+        [
+            f"{v:,} · {v / totals[d]:.0%}" if v else ("—" if s == d else "")
+            for s, v in zip(selected, row, strict=True)
+        ]
+        for d, row in zip(defaults, z, strict=True)
+    ]
+    rates = [
+        [(v or 0) / totals[d] if totals[d] else 0 for v in row]
+        for d, row in zip(defaults, z, strict=True)
+    ]
+    kept = {d: matrix.get((d, d), 0) for d in defaults}
     trace = _trace(
         "Heatmap",
         {
             "x": [plain(s) for s in selected],
-            "y": [plain(d) for d in defaults],
+            "y": [f"{plain(d)} (kept {kept[d]:,})" for d in defaults],
             "z": z,
-            "text": [[f"{v:,}" if v else "" for v in row] for row in z],
+            "text": text,
+            "customdata": rates,
         },
         texttemplate="%{text}",
         colorscale=[[0, "#f4f6fb"], [1, "#3a5bd9"]],
         showscale=False,
-        hovertemplate="default %{y} → selected %{x}: %{z:,}<extra></extra>",
+        hoverongaps=False,
+        xgap=2,
+        ygap=2,
+        hovertemplate="default %{y} → selected %{x}: %{z:,} swaps, "
+        "%{customdata:.1%} of its selections<extra></extra>",
     )
     height = max(180, 60 + 44 * len(defaults))
     return _figure(
@@ -236,7 +361,7 @@ def swap_matrix(matrix: dict[tuple[str, str], int]) -> Figure:
         height=height,
         time_axis=False,
         legend=False,
-        xtitle="selected model",
+        xtitle="selected instead (swaps only)",
         ytitle="default model",
         left=140,
     )
@@ -412,11 +537,11 @@ def run_latencies(items: Sequence[Any]) -> Figure:
                 "name": kind,
             },
             orientation="h",
-            marker={"color": _colour(n)},
+            marker={"color": kind_colour(kind)},
             hovertemplate="%{x:,.0f} ms · iteration %{customdata[0]} · "
             "%{customdata[1]}<extra>%{fullData.name}</extra>",
         )
-        for n, (kind, lane) in enumerate(sorted(lanes.items()))
+        for kind, lane in sorted(lanes.items())
     ]
     return _figure(
         traces,
@@ -486,5 +611,41 @@ def ranked(pick: dict) -> Figure:
     figure["layout"] = {
         **figure["layout"],
         "xaxis": {**figure["layout"]["xaxis"], "categoryorder": "array", "categoryarray": order},
+    }
+    return figure
+
+
+# --- alert rule preview --------------------------------------------------------------------------
+# Lines avoid the threshold's red and the warning's orange; "would fire" is a black cross, the
+# colour of no line.
+_PREVIEW_LINES = tuple(c for c in PALETTE if c not in ("#c0392b", "#e8833a"))
+WOULD_FIRE = "#1d2330"
+
+
+def alert_preview(preview: Figure, percent: bool) -> Figure:
+    """alerts.preview's figure in the house style: this module's layout (legend under the plot,
+    so it never covers the axis title), rates on a percentage axis, and markers in a colour no
+    line has. Its threshold lines (shapes, annotations) are kept as they are."""
+    source = preview.get("layout") or {}
+    ytitle = ((source.get("yaxis") or {}).get("title") or {}).get("text", "")
+    traces = []
+    lines = 0
+    for trace in preview.get("data") or ():
+        if trace.get("name") == "would fire":
+            marker = {"color": WOULD_FIRE, "size": 9, "symbol": "x-thin",
+                      "line": {"width": 2, "color": WOULD_FIRE}}  # fmt: skip
+            hover = "would fire: %{y" + (":.1%" if percent else ":,.4~g") + "}<extra></extra>"
+            traces.append({**trace, "marker": marker, "hovertemplate": hover})
+            continue
+        line = {**(trace.get("line") or {}), "width": 2}
+        line["color"] = _PREVIEW_LINES[lines % len(_PREVIEW_LINES)]
+        lines += 1
+        hover = "%{y" + (":.1%" if percent else ":,.4~g") + "}"
+        traces.append({**trace, "line": line, "hovertemplate": hover})
+    figure = _figure(traces, height=320, ytitle=ytitle, yformat=".0%" if percent else "")
+    figure["layout"] = {
+        **figure["layout"],
+        "shapes": source.get("shapes") or [],
+        "annotations": source.get("annotations") or [],
     }
     return figure

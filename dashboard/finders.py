@@ -31,7 +31,9 @@ class PackageAssetFinder(BaseFinder):
 
     def find(self, path, find_all=False, **kwargs):
         if path not in PACKAGE_ASSETS:
-            return [] if find_all else None
+            # [] either way, as Django's finders answer: django.contrib.staticfiles.finders.find
+            # would return a None from here wrapped in a list, as if it were a match.
+            return []
         found = str(_package_file(*PACKAGE_ASSETS[path]))
         return [found] if find_all else found
 

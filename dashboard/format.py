@@ -6,12 +6,22 @@ from records import keys
 
 
 def duration_ms(value: float | None) -> str:
-    """1234.5 → "1,235 ms"; 65432 → "65.4 s"; None → "—"."""
+    """940 → "940 ms"; 9401 → "9.4 s"; 116300 → "116.3 s"; None → "—".
+
+    Seconds from one second up, so that durations side by side read in one unit.
+    """
     if value is None:
         return "—"
-    if abs(value) >= 10_000:
+    if abs(value) >= 1000:
         return f"{value / 1000:,.1f} s"
     return f"{value:,.0f} ms"
+
+
+def count(value: int | float | None) -> str:
+    """3700 → "3,700"; None → "—"."""
+    if value is None or value == "":
+        return "—"
+    return f"{value:,.0f}"
 
 
 def percent(value: float | None, digits: int = 1) -> str:

@@ -11,20 +11,32 @@ from django.utils import timezone
 
 from dashboard import figures, rollups
 from dashboard.access import get_project_for_user
+from dashboard.overview import LIVE_SECONDS
 from dashboard.params import chart_context, chart_params
+from dashboard.timerange import empty_period, in_progress
 
 
 @login_required
 def models_page(request: HttpRequest) -> HttpResponse:
     project = get_project_for_user(request)
-    period, agents, error = chart_params(request)
-    data = rollups.models_page(project.pk, timezone.now(), period.name, agents)
+    chosen, period, agents, error = chart_params(request)
+    now = timezone.now()
+    data = rollups.models_page(project.pk, now, period.name, agents)
+    partial = in_progress(period, data["start"], data["end"], now)
+    swaps = figures.percent_lines(data["swap_series"], "swap rate")
+    empty = not (data["matrix"] or data["refused"] or data["errors"] or data["model_calls"])
     context = {
-        **chart_context(project, data, agents, error),
+        **chart_context(project, data, agents, error, chosen),
         "matrix_figure": figures.swap_matrix(data["matrix"]) if data["matrix"] else None,
-        "swaps_figure": figures.percent_lines(data["swap_series"], "swap rate"),
+        "kept_only": bool(data["matrix"]) and all(d == s for d, s in data["matrix"]),
+        "swaps_figure": figures.over_period(swaps, data["start"], data["end"], partial),
         "paths_figure": figures.model_paths(data["paths"]) if data["paths"] else None,
         "refusals_figure": figures.refusals(data["refused"]) if data["refused"] else None,
+        "empty": empty_period(project.pk, agents, period, data["start"], data["end"])
+        if empty
+        else None,
+        "live": partial is not None,
+        "live_seconds": LIVE_SECONDS,
     }
     if request.headers.get("HX-Request"):
         return render(request, "dashboard/partials/models_charts.html", context)

@@ -1,10 +1,15 @@
-"""Query parameters shared by the pages: the filter vocabulary and the chart pages' period."""
+"""Query parameters shared by the pages: the filter vocabulary and the time range
+(dashboard.timerange) of the lists and chart pages."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest
+from datetime import datetime
 
-from dashboard.rollups import PERIODS, Period, get_period
+from django.http import HttpRequest
+from django.utils import timezone
+
+from dashboard import timerange
+from dashboard.rollups import Period
 from records.filters import PARAMS, FilterError, Filters, parse_filters
 
 
@@ -15,36 +20,66 @@ def filter_params(request: HttpRequest) -> dict[str, str]:
     the API and shared links write it); both mean the same.
     """
     params = {name: request.GET.get(name, "").strip() for name in PARAMS if name != "has"}
+    params["period"] = request.GET.get("period", "").strip()
     flags = [f.strip() for value in request.GET.getlist("has") for f in value.split(",")]
     params["has"] = ",".join(f for f in flags if f)
     return {name: value for name, value in params.items() if value}
 
 
+def list_range(request: HttpRequest) -> timerange.TimeRange:
+    """A list's time range (any time unless asked); a bad one is any time (parse names it)."""
+    try:
+        return timerange.parse_range(request.GET, lists=True)
+    except FilterError:
+        return timerange.TimeRange(timerange.ANY_TIME)
+
+
+def time_filters(params: dict[str, str], now: datetime) -> dict[str, str]:
+    """The filters with the time range (a preset or custom) as the vocabulary's from/to."""
+    start, end = timerange.parse_range(params, lists=True).bounds(now)
+    out = {k: v for k, v in params.items() if k not in ("period", "from", "to")}
+    out.update({"from": start.isoformat()} if start else {})
+    out.update({"to": end.isoformat()} if end else {})
+    return out
+
+
 def parse(request: HttpRequest) -> tuple[Filters, FilterError | None]:
     """The filters, or no filters and the error that names the bad parameter."""
     try:
-        return parse_filters(filter_params(request)), None
+        return parse_filters(time_filters(filter_params(request), timezone.now())), None
     except FilterError as exc:
         return Filters(), exc
 
 
-def chart_params(request: HttpRequest) -> tuple[Period, list[str], FilterError | None]:
-    """A chart page's period (?period=1h|6h|24h|7d) and agents (?agent=a,b)."""
-    period = get_period(request.GET.get("period"))
+def chart_params(
+    request: HttpRequest,
+) -> tuple[timerange.TimeRange, Period, list[str], FilterError | None]:
+    """A chart page's time range (?period= a preset, or custom with from/to), its Period, and
+    agents (?agent=a,b). A bad parameter falls back to the default and is returned."""
+    now = timezone.now()
+    try:
+        chosen = timerange.parse_range(request.GET)
+    except FilterError as exc:
+        chosen = timerange.TimeRange(timerange.DEFAULT_PERIOD)
+        return chosen, chosen.period(now), [], exc
     try:
         agents = parse_filters({"agent": request.GET.get("agent", "")}).agents
     except FilterError as exc:
-        return period, [], exc
-    return period, agents, None
+        return chosen, chosen.period(now), [], exc
+    return chosen, chosen.period(now), agents, None
 
 
-def chart_context(project, data: dict, agents: list[str], error: FilterError | None) -> dict:
+def chart_context(
+    project, data: dict, agents: list[str], error: FilterError | None, chosen=None
+) -> dict:
     """What every chart page's template reads besides its figures: the project, the page's
-    data, the period choices, the agent filter as typed and a bad parameter's error."""
+    data, the time range and its choices, the agent filter as typed and a bad parameter's
+    error."""
     return {
         "project": project,
         "data": data,
-        "periods": PERIODS.values(),
+        "range": chosen or timerange.TimeRange(timerange.DEFAULT_PERIOD),
+        "presets": timerange.presets(),
         "agent": ",".join(agents),
         "error": error,
     }

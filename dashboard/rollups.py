@@ -52,15 +52,18 @@ from records.sketch import Sketch
 
 @dataclass(frozen=True)
 class Period:
-    """A page's time range: `span` long, in buckets of `interval`, ending with the current one."""
+    """A page's time range: `span` long, in buckets of `interval`, ending with the current one;
+    or, for a custom range (dashboard.timerange), the fixed buckets from `start` to `end`."""
 
     name: str
     label: str
     span: timedelta
     interval: str
+    start: datetime | None = None
+    end: datetime | None = None
 
 
-# Minute buckets for the last hour, hour buckets up to a day, day buckets for the week: what a
+# Minute buckets for the last hour, hour buckets up to a day, day buckets beyond: what a
 # page reads grows with the number of rollup rows (some 400 an hour at a million records a
 # day), so each period reads the coarsest grain that still draws a useful line.
 PERIODS: dict[str, Period] = {
@@ -70,20 +73,59 @@ PERIODS: dict[str, Period] = {
         Period("6h", "last 6 hours", timedelta(hours=6), "hour"),
         Period("24h", "last 24 hours", timedelta(hours=24), "hour"),
         Period("7d", "last 7 days", timedelta(days=7), "day"),
+        Period("30d", "last 30 days", timedelta(days=30), "day"),
+        Period("90d", "last 90 days", timedelta(days=90), "day"),
     )
 }
 # The landing view (Grafana's default too): recent enough to act on, and the pages read a
 # quarter of the rows of a day.
 DEFAULT_PERIOD = "6h"
+# A custom range's grain: the same rule as the presets (minutes up to a few hours, hours up to
+# a few days, days beyond).
+CUSTOM_GRAINS = ((timedelta(hours=3), "minute"), (timedelta(days=3), "hour"))
+
+
+def _span_label(span: timedelta) -> str:
+    days, seconds = span.days, span.seconds
+    hours, minutes = seconds // 3600, seconds % 3600 // 60
+    parts = [(days, "day"), (hours, "hour"), (minutes, "minute")]
+    words = [f"{n} {unit}{'s' if n != 1 else ''}" for n, unit in parts if n]
+    return " ".join(words[:2]) or "0 minutes"
+
+
+def custom_period(start: datetime, end: datetime) -> Period:
+    """The whole buckets covering [start, end). Its name, start/end in ISO 8601's interval
+    notation, is what get_period reads back (the pages pass periods by name)."""
+    span = end - start
+    interval = next((grain for limit, grain in CUSTOM_GRAINS if span <= limit), "day")
+    start = truncate(start, interval)
+    end = truncate(end - timedelta(microseconds=1), interval) + INTERVALS[interval]
+    return Period(
+        f"{start.isoformat()}/{end.isoformat()}",
+        _span_label(end - start),
+        end - start,
+        interval,
+        start,
+        end,
+    )
 
 
 def get_period(name: str | None) -> Period:
+    if name and "/" in name:
+        try:
+            start, end = (datetime.fromisoformat(part) for part in name.split("/", 1))
+            if start.tzinfo is not None and end.tzinfo is not None and start < end:
+                return custom_period(start, end)
+        except (ValueError, OverflowError):
+            pass
     return PERIODS.get(name or "", PERIODS[DEFAULT_PERIOD])
 
 
 def overview_range(now: datetime, period_name: str) -> tuple[datetime, datetime]:
     """[start, end) of a period: whole buckets, the current (partial) one included."""
     period = get_period(period_name)
+    if period.start is not None and period.end is not None:
+        return period.start, period.end
     end = truncate(now, period.interval) + INTERVALS[period.interval]
     return end - period.span, end
 

@@ -19,13 +19,15 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.timezone import localtime
 
+from dashboard import timerange
 from dashboard.access import get_project_for_user
 from dashboard.format import duration_ms
-from dashboard.params import filter_params, parse
-from records.filters import HAS_FLAGS, filter_runs, parse_time
+from dashboard.params import filter_params, list_range, parse, time_filters
+from records.filters import HAS_FLAGS, FilterError, filter_runs, parse_time
 from records.kinds import KIND_NAMES
 from records.models import Run
 
@@ -144,13 +146,22 @@ def run_row(run: Run) -> dict[str, Any]:
         "first": localtime(run.first_ts).strftime(TIME),
         "last": localtime(run.last_ts).strftime(TIME),
         "duration": duration_ms((run.last_ts - run.first_ts).total_seconds() * 1000),
-        "counts": [sum(kinds.get(k, 0) for k in ks) for _, ks in COUNT_COLUMNS],
+        "counts": [f"{sum(kinds.get(k, 0) for k in ks):,}" for _, ks in COUNT_COLUMNS],
+        "records": f"{run.record_count:,}",
         "models": ", ".join(name for name, _ in models[:MODELS_SHOWN]),
         "more_models": max(0, len(models) - MODELS_SHOWN),
         "flags": [
             (name, name.replace("_", " ")) for name, column in _FLAGS if getattr(run, column)
         ],
     }
+
+
+def _range_of(chosen: timerange.TimeRange):
+    """(period, start, end) of a list's range, for empty_period's "jump to the latest data"."""
+    now = timezone.now()
+    period = chosen.period(now)
+    start, end = chosen.bounds(now)
+    return period, start or period.start or now - period.span, end or now
 
 
 @login_required
@@ -168,8 +179,19 @@ def runs_list(request: HttpRequest) -> HttpResponse:
             error = exc
     params = filter_params(request)
     shared = {"project": project.name, **params}
+    try:
+        # The exports page takes from/to, not a preset: the range as of now.
+        exported = {"project": project.name, **time_filters(params, timezone.now())}
+    except FilterError:
+        exported = {"project": project.name}
+    chosen = list_range(request)
     context = {
         "project": project,
+        "range": chosen,
+        "presets": timerange.presets(lists=True),
+        "empty": timerange.empty_period(project.pk, [], *_range_of(chosen))
+        if not runs and error is None and chosen.preset != timerange.ANY_TIME
+        else None,
         "rows": [run_row(r) for r in runs],
         "params": params,
         "has": set(params.get("has", "").split(",")) - {""},
@@ -183,7 +205,7 @@ def runs_list(request: HttpRequest) -> HttpResponse:
         if next_cursor
         else None,
         # The exports page pre-fills its form from these (dashboard/exports.py).
-        "export_query": urlencode(shared),
+        "export_query": urlencode(exported),
         "count_headings": [heading for heading, _ in COUNT_COLUMNS],
     }
     # htmx (filters, sort, next page) swaps the results alone.

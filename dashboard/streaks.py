@@ -10,16 +10,19 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from dashboard import figures, rollups
+from dashboard import figures, rollups, timerange
 from dashboard.access import get_project_for_user
 
+# Sparklines are hour by hour: a day or a week of them.
 PERIODS = ("24h", "7d")
 
 
 @login_required
 def streaks_page(request: HttpRequest) -> HttpResponse:
     project = get_project_for_user(request)
-    data = rollups.streaks_page(project.pk, timezone.now(), request.GET.get("period", "24h"))
+    period = request.GET.get("period", "24h")
+    period = period if period in PERIODS else "24h"
+    data = rollups.streaks_page(project.pk, timezone.now(), period)
     rows = [
         {
             "streak": streak,
@@ -39,6 +42,7 @@ def streaks_page(request: HttpRequest) -> HttpResponse:
             "project": project,
             "data": data,
             "rows": rows,
-            "periods": [rollups.PERIODS[p] for p in PERIODS],
+            "range": timerange.TimeRange(period),
+            "presets": timerange.presets(only=PERIODS),
         },
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.utils.html import format_html_join
 
-from dashboard.format import offset
+from dashboard.format import duration_ms, offset
 from dashboard.format import tokens as format_tokens
 
 PICK = "tool_choice.pick"
@@ -92,7 +92,8 @@ def _names(values: Any) -> str:
 
 
 def _ms(value: Any) -> str:
-    return f"{value:,.0f} ms" if isinstance(value, int | float) else ""
+    # The pages' one way of writing a duration (ms under a second, seconds above).
+    return duration_ms(value) if isinstance(value, int | float) else ""
 
 
 def _pairs(*pairs: tuple[str, Any]) -> list[tuple[str, str]]:
@@ -139,7 +140,7 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
         verdict = {True: "first pick agreed", False: "first pick disagreed"}.get(agrees, "")
         miss = d.get("miss") or {}
         return f"called {called}", _pairs(
-            ("agreement", verdict), ("missed (narrowed out)", _names(miss.get("wanted")))
+            ("agreement", verdict), ("wanted, not served", _names(miss.get("wanted")))
         )
     if kind == "model_selection":
         default, selected = _s(d.get("default_model")), _s(d.get("selected_model"))

@@ -6,16 +6,19 @@ from dashboard import (
     alerts,
     classifiers,
     exports,
+    keys,
     models_page,
     overview,
     pick,
     projects,
     run_detail,
     runs,
+    staticfiles,
     streaks,
 )
 
 urlpatterns = [
+    path("favicon.ico", staticfiles.favicon, name="dash-favicon"),
     path("", overview.overview, name="dash-overview"),
     path("runs/", runs.runs_list, name="dash-runs"),
     # A run id is any string up to 200 characters, slashes included: the pick pattern first.
@@ -26,6 +29,8 @@ urlpatterns = [
     path("streaks/", streaks.streaks_page, name="dash-streaks"),
     path("projects/switch/", projects.switch_project, name="dash-switch-project"),
     path("exports/", exports.exports_page, name="dash-exports"),
+    path("keys/", keys.keys_page, name="dash-keys"),
+    path("keys/<int:key_id>/revoke/", keys.key_revoke, name="dash-key-revoke"),
     path("alerts/", alerts.alerts_list, name="dash-alerts"),
     path("alerts/new/", alerts.rule_edit, name="dash-alert-new"),
     path("alerts/events/", alerts.alert_events, name="dash-alert-events"),

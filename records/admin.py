@@ -26,10 +26,13 @@ class ProjectAdmin(admin.ModelAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ("prefix", "project", "name", "scope", "created_at", "revoked_at")
+    list_display = (
+        "prefix", "project", "name", "scope", "created_at", "last_used_at", "revoked_at"
+    )  # fmt: skip
     list_filter = ("scope", "project")
-    readonly_fields = ("prefix", "key_hash", "created_at")
+    readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at")
     search_fields = ("prefix", "name", "project__name")
 
     def has_add_permission(self, request) -> bool:
+        # A key's secret is shown once, on the Keys page (/keys/) or by create_api_key.
         return False

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
 KEY_PREFIX = "dbk_"
+LAST_USED_EVERY = timedelta(minutes=1)
 
 
 def hash_key(raw_key: str) -> str:
@@ -69,6 +71,9 @@ class ApiKey(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # When a request last authenticated with the key, to the minute (api.auth writes it at
+    # most once a minute per key, so a busy agent costs no write per request).
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         verbose_name = "API key"
@@ -93,6 +98,19 @@ class ApiKey(models.Model):
 
     def allows(self, scope: str) -> bool:
         return self.scope == self.Scope.ALL or self.scope == scope
+
+    def note_use(self, now=None) -> None:
+        """Record that the key was used, unless that was already recorded in the last minute."""
+        now = now or timezone.now()
+        if self.last_used_at is not None and now - self.last_used_at < LAST_USED_EVERY:
+            return
+        ApiKey.objects.filter(pk=self.pk).update(last_used_at=now)
+        self.last_used_at = now
+
+    def revoke(self, now=None) -> None:
+        if self.revoked_at is None:
+            self.revoked_at = now or timezone.now()
+            self.save(update_fields=["revoked_at"])
 
 
 class Run(models.Model):

@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
+from dashboard.staticfiles import ensure_collected
 from records.models import ApiKey, Project
 
 REQUIRE_SERVICES = os.environ.get("REQUIRE_SERVICES") == "1"
@@ -33,6 +34,13 @@ def database_url() -> str:
     if connection.vendor == "sqlite":
         return f"sqlite:///{db['NAME']}"
     return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _static_collected(django_test_environment) -> None:
+    """Pages link the hashed static names of the manifest, as under bin/start, and a browser
+    test loads the current scripts, not those of an earlier collect (dashboard.staticfiles)."""
+    ensure_collected()
 
 
 @pytest.fixture(autouse=True)

@@ -318,7 +318,7 @@ def test_it_emails_the_addresses_through_djangos_backend(alice, settings):
     assert message.subject.startswith("[Decisionboard] FIRING slow classifier")
     # The group is record text: a newline in it must not become a mail header.
     assert "\n" not in message.subject and "\r" not in message.subject
-    assert f"/alerts/{rule.pk}/" in message.body and "1234.5" in message.body
+    assert f"/alerts/{rule.pk}/" in message.body and "Value: 1,234 ms" in message.body
 
 
 def test_a_resolved_email_says_resolved(alice, settings):

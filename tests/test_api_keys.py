@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from records.models import ApiKey, Project, hash_key
 
@@ -59,3 +61,18 @@ def test_the_admin_lists_keys_without_their_secret(admin_client):
     raw = create("acme")[-1]
     page = admin_client.get("/admin/records/apikey/").content.decode()
     assert raw[:10] in page and raw not in page
+
+
+def test_a_key_records_its_last_use_at_most_once_a_minute(alice, django_assert_num_queries):
+    key = alice.read_key_obj
+    assert key.last_used_at is None
+    client = alice.client(alice.read_key)
+    assert client.get("/api/v1/runs").status_code == 200
+    key.refresh_from_db()
+    first = key.last_used_at
+    assert first is not None and timezone.now() - first < timedelta(seconds=5)
+    # Within the minute: no write (the key and the page only).
+    with django_assert_num_queries(2):
+        client.get("/api/v1/runs")
+    key.refresh_from_db()
+    assert key.last_used_at == first

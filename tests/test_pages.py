@@ -32,6 +32,10 @@ PAGES = ("/", "/runs/", "/models/", "/classifiers/", "/streaks/")
 
 
 # --- fixtures -------------------------------------------------------------------------------------
+# A row of the runs list: its run id.
+RUN_LINK = r'<tr class="run-row">\s*<td class="run-id"><a href="/runs/([^/]+)/"'
+
+
 def operator(username: str, *personas) -> Client:
     user = get_user_model().objects.create_user(username, password="pw-" + username)
     for persona in personas:
@@ -212,7 +216,7 @@ def test_it_switches_project_and_keeps_the_page(alice, bob):
     assert '<h1>Runs <span class="muted">globex' in page
     assert '<option value="globex" selected>globex</option>' in page
     bobs = set(Run.objects.filter(project=bob.project).values_list("run_id", flat=True))
-    shown = set(re.findall(r'<tr class="run-row">\s*<td><a href="/runs/([^/]+)/">', page))
+    shown = set(re.findall(RUN_LINK, page))
     assert shown and shown <= bobs
 
 
@@ -251,7 +255,7 @@ def test_it_filters_runs_and_keeps_the_filters_in_the_url(alice, alice_page):
     want = set(swapped.filter(agent=agent).values_list("run_id", flat=True))
     assert want and want != set(Run.objects.values_list("run_id", flat=True))
     page = alice_page.get("/runs/", {"agent": agent, "has": "swap"}).content.decode()
-    shown = set(re.findall(r'<tr class="run-row">\s*<td><a href="/runs/([^/]+)/">', page))
+    shown = set(re.findall(RUN_LINK, page))
     assert shown == want
     # The form shows the filters, and the export button carries them with the project.
     assert f'name="agent" value="{agent}"' in page
@@ -263,7 +267,7 @@ def test_it_takes_has_as_checkboxes_or_one_comma_list(alice, alice_page):
     demo(alice, records=600, runs=12)
     a = alice_page.get("/runs/?has=swap&has=contract_break").content.decode()
     b = alice_page.get("/runs/?has=swap,contract_break").content.decode()
-    rows = re.compile(r'<tr class="run-row">\s*<td><a href="/runs/([^/]+)/">')
+    rows = re.compile(RUN_LINK)
     assert rows.findall(a) == rows.findall(b) != []
 
 
@@ -281,7 +285,7 @@ def test_it_pages_runs_with_a_keyset_cursor(alice, alice_page):
     seen, url, pages = [], "/runs/", 0
     while url:
         page = alice_page.get(url).content.decode()
-        seen += re.findall(r'<tr class="run-row">\s*<td><a href="/runs/([^/]+)/">', page)
+        seen += re.findall(RUN_LINK, page)
         nxt = re.search(r'<a class="next" href="(\?[^"]+)"', page)
         url = "/runs/" + nxt.group(1).replace("&amp;", "&") if nxt else None
         pages += 1
@@ -301,7 +305,7 @@ def test_it_sorts_runs_by_record_count_both_ways(alice, alice_page):
         ],
     )
     rollup.catch_up()
-    rows = re.compile(r'<tr class="run-row">\s*<td><a href="/runs/([^/]+)/">')
+    rows = re.compile(RUN_LINK)
     assert rows.findall(alice_page.get("/runs/?sort=-record_count").content.decode()) == [
         "large",
         "medium",
@@ -361,7 +365,7 @@ def test_it_opens_a_run_whose_id_has_slashes_and_spaces(alice, alice_page):
     post(alice, [record("tool_choice.pick", run_id=run_id, ts=iso(t))])
     rollup.catch_up()
     runs = alice_page.get("/runs/").content.decode()
-    link = re.search(r'<tr class="run-row">\s*<td><a href="([^"]+)">', runs).group(1)
+    link = re.search(r'<tr class="run-row">\s*<td class="run-id"><a href="([^"]+)"', runs).group(1)
     assert link == "/runs/team%20a/run%207%3Fx%231/"
     assert run_id in alice_page.get(link).content.decode()
     assert alice_page.get(link + "picks/0/").status_code == 200
@@ -668,10 +672,11 @@ def test_it_draws_the_swap_matrix_paths_and_refusals(alice, alice_page):
         for i, y in enumerate(matrix["y"])
         for j, x in enumerate(matrix["x"])
     }
-    assert (
-        cells[("claude-sonnet-4-5", "gpt-5")] == 2
-        and cells[("claude-sonnet-4-5", "claude-sonnet-4-5")] == 1
-    )
+    # Swaps only: the kept selections (the diagonal) are counted in the row's label, and do
+    # not colour a cell (so they never set the scale that a real swap is read against).
+    assert cells[("claude-sonnet-4-5 (kept 1)", "gpt-5")] == 2
+    assert matrix["x"] == ["gpt-5"]
+    assert matrix["text"][0] == ["2 · 67%"]  # two of sonnet's three selections
     [sankey] = figure(page, "chart-paths")["data"]
     labels = sankey["node"]["label"]
     edges = {
@@ -791,7 +796,7 @@ def test_it_shows_streaks_with_a_sparkline_and_the_runs_behind_them(alice, alice
     assert peaks[-4:] == [2, 2, 3, 3]  # the second hour starts at the 2 carried into it
     assert 'href="/runs/?project=acme&amp;model=qwen3-8b&amp;has=contract_break"' in page
     runs = alice_page.get("/runs/?model=qwen3-8b&has=contract_break").content.decode()
-    shown = re.findall(r'<tr class="run-row">\s*<td><a href="/runs/([^/]+)/">', runs)
+    shown = re.findall(RUN_LINK, runs)
     assert sorted(shown) == ["v-1", "v-2", "v-4", "v-5", "v-6"]  # the parse errors
 
 

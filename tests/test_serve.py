@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 
 import requests
@@ -84,6 +85,13 @@ def test_it_starts_the_product_on_embedded_defaults(tmp_path):
             timeout=10,
         )
         assert posted.json() == {"accepted": 1, "duplicates": 0, "rejected": []}
+        # The banner's own example, run as printed from another directory: the printed key
+        # and the example file it names.
+        command = re.search(r"post:\s+(curl .*)", banner).group(1)
+        answer = subprocess.run(
+            command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+        assert json.loads(answer.stdout) == {"accepted": 5, "duplicates": 0, "rejected": []}
         assert "smoke-run" in session.get(f"{base}/").text
 
         # Beat sends a heartbeat to every queue and the two workers run them: the page shows

@@ -8,6 +8,9 @@ from django import template
 from django.http import QueryDict
 from django.utils.html import format_html
 
+from alerts import units
+from alerts.evaluate import SYMBOLS
+from dashboard import figures
 from dashboard import format as fmt
 from dashboard.access import switcher
 
@@ -17,16 +20,46 @@ register.filter("duration_ms", fmt.duration_ms)
 register.filter("percent", fmt.percent)
 register.filter("offset", fmt.offset)
 register.filter("model_label", fmt.model_label)
+register.filter("count", fmt.count)
+
+
+@register.filter
+def metric_value(value: float | None, metric: str) -> str:
+    """An alert value with its unit: a rate in per cent (alerts.units)."""
+    return units.display(metric, value)
+
+
+@register.filter
+def comparator_symbol(comparator: str) -> str:
+    return SYMBOLS.get(comparator, comparator)
+
+
+@register.filter
+def metric_threshold(value: float | None, metric: str) -> str:
+    return units.threshold(metric, value)
+
+
+@register.filter
+def range_field(time_range, which: str) -> str:
+    """A time range's From or To field value (dashboard.timerange.TimeRange.field)."""
+    return time_range.field(which) if time_range is not None else ""
 
 
 @register.simple_tag
-def state_badge(state: str, severity: str = "") -> str:
-    """An alert state as a badge: `firing · critical`, a warning in its own colour.
+def state_badge(state: str, severity: str = "", silenced_until=None, now=None) -> str:
+    """An alert state as a badge: `firing · critical`, a warning in its own colour, and
+    `silenced until 14:30 UTC` beside it while the rule is silenced.
 
     A tag rather than an included template: tables of events and states draw hundreds."""
     tone = "warning" if state == "firing" and severity == "warning" else state
     label = f"{state} · {severity}" if state == "firing" and severity else state
-    return format_html('<span class="state state-{}">{}</span>', tone, label)
+    badge = format_html('<span class="state state-{}">{}</span>', tone, label)
+    if silenced_until is not None and now is not None and silenced_until > now:
+        badge += format_html(
+            ' <span class="state state-silenced">silenced until {} UTC</span>',
+            silenced_until.strftime("%Y-%m-%d %H:%M"),
+        )
+    return badge
 
 
 @register.filter
@@ -64,7 +97,8 @@ def chart(figure: dict | None, dom_id: str, css_class: str = "chart") -> dict[st
     is the same without the suffix. The figure never becomes markup (json_script escapes it).
     """
     return {
-        "figure": figure,
+        # An empty figure says so rather than drawing bare axes (figures.is_empty).
+        "figure": None if figures.is_empty(figure) else figure,
         "dom_id": dom_id,
         "json_id": f"{dom_id}-figure",
         "css_class": css_class,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, BrowserType, Page, Playwright, expect, sync_playwright
+from pytest_django.live_server_helper import LiveServer
 
 from tests.conftest import need_service
 
@@ -32,7 +33,21 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+# The README's screenshots are refreshed by `bin/screenshots`, which sets this; an ordinary test
+# run takes none, so that it never changes the work tree.
+SCREENSHOTS = os.environ.get("DECISIONBOARD_SCREENSHOTS", "")
+
+
+@pytest.fixture(scope="session")
+def live_server(request) -> Iterator[LiveServer]:
+    """pytest-django's live server, with static files served as the product serves them: by
+    WhiteNoise, hashed names from the collected files (dashboard.staticfiles). Django's own
+    static handler would look them up through the finders, which know no hashed name."""
+    server = LiveServer("localhost", start=False)
+    server.thread.static_handler = lambda application: application
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -104,5 +119,9 @@ def console(page: Page) -> Console:
 
 
 def screenshot(page: Page, name: str, *, full_page: bool = True) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)
+    """Save the page as docs/screenshots/<name>.png, when bin/screenshots asks for it."""
+    if not SCREENSHOTS:
+        return
+    folder = Path(SCREENSHOTS)
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=full_page)

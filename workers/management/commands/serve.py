@@ -19,8 +19,12 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from dashboard.staticfiles import ensure_collected
 from records.models import ApiKey, Project, Record
 from workers import processes
+
+# The banner's example body: five records of examples/, posted with the printed key.
+EXAMPLE_BATCH = Path(settings.BASE_DIR) / "examples" / "batch.json"
 
 
 class Command(BaseCommand):
@@ -41,6 +45,9 @@ class Command(BaseCommand):
     def handle(self, *args, host, port, web_workers, demo_records, demo_runs, **options):
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database ready.")
+        # Hashed, compressed static files for WhiteNoise (dashboard.staticfiles).
+        if ensure_collected():
+            self.stdout.write("Static files collected.")
         demo = Project.objects.filter(name="demo").first()
         if demo_records and (demo is None or not Record.objects.filter(project=demo).exists()):
             self.stdout.write(f"Loading {demo_records:,} demo records…")
@@ -62,7 +69,10 @@ class Command(BaseCommand):
             f"  log in as:   {username} / {password}\n"
             f"  ingest key:  {api_key}   (project demo)\n"
             f"  post:        curl -H 'Authorization: Bearer {api_key}' "
-            f"-H 'Content-Type: application/json' --data @record.json {url}api/v1/records\n"
+            f"-H 'Content-Type: application/json' --data-binary @{EXAMPLE_BATCH} "
+            f"{url}api/v1/records\n"
+            "  examples:    .venv/bin/python manage.py load_examples   "
+            "(the sample records, shifted to now)\n"
             f"  database:    {settings.DATABASES['default']['NAME']}\n"
             f"  broker:      {settings.CELERY_BROKER_URL} (workers: default with beat; "
             "notifications and exports)\n"

@@ -1,0 +1,63 @@
+"""How a rule's values read to an operator: rates in per cent, latencies in ms, counts as counts.
+
+Rules, states and events store a rate as a fraction (0.1), as the metrics API answers it; every
+page, form, preview and notification shows it as a percentage (10 %), and the rule form reads a
+rate threshold typed in per cent. These functions are the one place that converts.
+"""
+
+from __future__ import annotations
+
+from alerts.windows import RULE_METRICS, Family
+
+UNITS = {Family.RATE: "%", Family.LATENCY: "ms", Family.COUNT: "records", Family.STREAK: "in a row"}
+
+
+def family(metric: str) -> Family | None:
+    return RULE_METRICS.get(metric)
+
+
+def is_rate(metric: str) -> bool:
+    return family(metric) == Family.RATE
+
+
+def unit(metric: str) -> str:
+    return UNITS.get(family(metric), "")
+
+
+def to_form(metric: str, value: float | None) -> float | None:
+    """A stored value as the form shows it: a rate 0.1 → 10."""
+    if value is None or not is_rate(metric):
+        return value
+    return round(value * 100, 9)  # 0.1 * 100 is 10.000000000000002
+
+
+def from_form(metric: str, value: float | None) -> float | None:
+    """A typed value as stored: a rate of 10 (per cent) → 0.1."""
+    if value is None or not is_rate(metric):
+        return value
+    return value / 100
+
+
+def display(metric: str, value: float | None) -> str:
+    """A value with its unit: "12.5 %", "850 ms", "1,204 records", "3 in a row"."""
+    if value is None:
+        return "no data"
+    fam = family(metric)
+    if fam == Family.RATE:
+        return f"{value * 100:.4g} %" if value * 100 < 0.1 and value else f"{value * 100:.1f} %"
+    if fam == Family.LATENCY:
+        return f"{value:,.0f} ms"
+    if fam == Family.COUNT:
+        return f"{value:,.0f}"
+    if fam == Family.STREAK:
+        return f"{value:,.0f} in a row"
+    return f"{value:g}"
+
+
+def threshold(metric: str, value: float | None) -> str:
+    """A threshold as typed in the form, with its unit: "10 %", "800 ms", "5 in a row"."""
+    if value is None:
+        return ""
+    shown = to_form(metric, value)
+    suffix = unit(metric)
+    return f"{shown:g} {suffix}" if suffix and suffix != "records" else f"{shown:g}"
