@@ -1,20 +1,18 @@
-"""What a rule would have done over the past day, as a Plotly figure (DESIGN §7).
+"""What a rule would have done over the past day (DESIGN §7), as data for a chart.
 
 The metric is folded from minute rollups exactly as the engine folds it, slid over the day one
 minute at a time, and replayed through the same state machine from an all-ok start, ignoring
-pause and silence. The figure draws each group's value, the threshold (and warning threshold),
-and a marker wherever the rule would have been firing. A streak rule's preview is each model's
-streak hour by hour, folded from the hourly streak segments (records.metrics.streak_history).
+pause and silence. A Preview holds each group's value over the day, the threshold (and warning
+threshold), and each minute the rule would have been firing; dashboard.figures.alert_preview
+draws it. A streak rule's preview is each model's streak hour by hour, folded from the hourly
+streak segments (records.metrics.streak_history).
 """
 
 from __future__ import annotations
 
-import html
-import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-import plotly.graph_objects as go
 from django.utils import timezone
 
 from alerts.evaluate import FIRING, TRANSITION, Sample, replay
@@ -25,23 +23,32 @@ from records.models import Grain
 from records.rollup import truncate
 
 MAX_GROUPS = 8
-_RED, _ORANGE = "#d92d20", "#f79009"
+
+
+@dataclass
+class Line:
+    """One group's value over the day (None where it had no records)."""
+
+    label: str  # the group (an agent or model name, as posted), or the metric's label
+    x: list[datetime]
+    y: list[float | None]
 
 
 @dataclass
 class Preview:
-    figure: dict
+    y_title: str
+    threshold: float
+    warning: float | None
+    lines: list[Line] = field(default_factory=list)
+    # Where the rule would have been firing: (when, the value then).
+    would_fire: list[tuple[datetime, float | None]] = field(default_factory=list)
+    # Streaks are read at the end of each hour: their lines are steps.
+    steps: bool = False
     # Each time the rule would have started firing: (when, group, value).
     fired: list[tuple[datetime, str, float | None]] = field(default_factory=list)
     groups_shown: int = 0
     groups_total: int = 0
     note: str = ""
-
-
-def _label(group: str, rule: Rule) -> str:
-    # Group names are agent and model names from posted records; plotly.js reads a few HTML
-    # tags in trace names, so they are escaped like any untrusted text on a page.
-    return html.escape(group) if group else rule.metric_label
 
 
 def preview_rule(rule: Rule, *, now: datetime | None = None, hours: int = 24) -> Preview:
@@ -74,83 +81,39 @@ def preview_rule(rule: Rule, *, now: datetime | None = None, hours: int = 24) ->
     ]
     history = replay(condition, ticks)
 
-    fig = go.Figure()
-    fired: list[tuple[datetime, str, float | None]] = []
-    firing_x: list[datetime] = []
-    firing_y: list[float | None] = []
-    for g in shown:
-        values = [value if count > 0 else None for value, count in series[g]]
-        fig.add_trace(
-            go.Scatter(x=times, y=values, mode="lines", name=_label(g, rule), connectgaps=False)
+    lines = [
+        Line(
+            g or rule.metric_label,
+            times,
+            [value if count > 0 else None for value, count in series[g]],
         )
+        for g in shown
+    ]
+    would_fire: list[tuple[datetime, float | None]] = []
+    fired: list[tuple[datetime, str, float | None]] = []
     for t, result in history:
-        for state in result.states.values():
-            if state.state == FIRING:
-                firing_x.append(t)
-                firing_y.append(state.value)
+        would_fire += [
+            (t, state.value) for state in result.states.values() if state.state == FIRING
+        ]
         fired += [
             (t, e.group, e.value)
             for e in result.events
             if e.to_state == FIRING and e.reason == TRANSITION
         ]
-    fig.add_trace(
-        go.Scatter(
-            x=firing_x,
-            y=firing_y,
-            mode="markers",
-            name="would fire",
-            marker={"color": _RED, "size": 6, "symbol": "x"},
-        )
-    )
     note = ""
     if len(groups) > len(shown):
         note = f"Showing the {len(shown)} busiest of {len(groups)} groups."
-    return _preview(fig, rule, hours, rule.metric_label, fired, len(shown), len(groups), note)
-
-
-def _preview(
-    fig: go.Figure,
-    rule: Rule,
-    hours: int,
-    y_title: str,
-    fired: list[tuple[datetime, str, float | None]],
-    shown: int,
-    total: int,
-    note: str,
-) -> Preview:
-    """The threshold lines, the layout both previews share, and the Preview around them."""
-    _thresholds(fig, rule)
-    fig.update_layout(
-        height=340,
-        margin={"l": 50, "r": 20, "t": 30, "b": 40},
-        xaxis={"title": {"text": "time (UTC)"}},
-        yaxis={"title": {"text": y_title}},
-        legend={"orientation": "h", "y": -0.2},
-        title={"text": f"{rule.describe()}: past {hours} h", "font": {"size": 13}},
-    )
     return Preview(
-        figure=json.loads(fig.to_json()),
+        y_title=rule.metric_label,
+        threshold=rule.threshold,
+        warning=rule.warning_threshold,
+        lines=lines,
+        would_fire=would_fire,
         fired=fired,
-        groups_shown=shown,
-        groups_total=total,
+        groups_shown=len(shown),
+        groups_total=len(groups),
         note=note,
     )
-
-
-def _thresholds(fig: go.Figure, rule: Rule) -> None:
-    fig.add_hline(
-        y=rule.threshold,
-        line={"color": _RED, "dash": "dash"},
-        annotation_text="threshold",
-        annotation_position="top left",
-    )
-    if rule.warning_threshold is not None:
-        fig.add_hline(
-            y=rule.warning_threshold,
-            line={"color": _ORANGE, "dash": "dot"},
-            annotation_text="warning",
-            annotation_position="bottom left",
-        )
 
 
 def _streak_preview(rule: Rule, now: datetime, hours: int) -> Preview:
@@ -177,34 +140,17 @@ def _streak_preview(rule: Rule, now: datetime, hours: int) -> Preview:
             if now_breaching and not breaching:
                 fired.append((t, model, float(peak)))
             breaching = now_breaching
-    fig = go.Figure()
     hour = timedelta(hours=1)
-    for model in shown:
-        points = history[model]
-        fig.add_trace(
-            go.Scatter(
-                x=[t + hour for t, _, _ in points],
-                y=[current for _, current, _ in points],
-                mode="lines",
-                line={"shape": "hv"},
-                name=_label(model, rule),
-            )
-        )
-    marks = [
-        (t + hour, peak)
+    lines = [
+        Line(model, [t + hour for t, _, _ in history[model]], [c for _, c, _ in history[model]])
+        for model in shown
+    ]
+    would_fire = [
+        (t + hour, float(peak))
         for model in shown
         for t, _, peak in history[model]
         if level(float(peak)) is not None
     ]
-    fig.add_trace(
-        go.Scatter(
-            x=[t for t, _ in marks],
-            y=[peak for _, peak in marks],
-            mode="markers",
-            name="would fire",
-            marker={"color": _RED, "size": 7, "symbol": "x"},
-        )
-    )
     note = (
         "Streaks are folded by the hour: each line is a model's streak at the end of each hour, "
         "a marker an hour in which it reached the threshold (the rule's for-duration is not "
@@ -212,6 +158,15 @@ def _streak_preview(rule: Rule, now: datetime, hours: int) -> Preview:
     )
     if len(models) > len(shown):
         note += f" Showing the {len(shown)} highest of {len(models)} models."
-    return _preview(
-        fig, rule, hours, "contract-broken streak", fired, len(shown), len(models), note
+    return Preview(
+        y_title="contract-broken streak",
+        threshold=rule.threshold,
+        warning=rule.warning_threshold,
+        lines=lines,
+        would_fire=would_fire,
+        steps=True,
+        fired=fired,
+        groups_shown=len(shown),
+        groups_total=len(models),
+        note=note,
     )

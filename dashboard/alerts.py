@@ -2,7 +2,8 @@
 the event history, pause and silence, and the channels with a "send test" button.
 
 Every page is scoped to the operator's projects: another project's rule or channel is a 404.
-The figures come from alerts.preview; these views only route, validate forms and render.
+The preview's data comes from alerts.preview and its figure from dashboard.figures; these views
+only route, validate forms and render.
 """
 
 from __future__ import annotations
@@ -241,7 +242,7 @@ def rule_edit(request, rule_id: int | None = None):
         "form": form,
         "rule": rule,
         "preview": preview,
-        "preview_figure": figures.alert_preview(preview.figure, units.is_rate(rule.metric))
+        "preview_figure": figures.alert_preview(preview, units.is_rate(rule.metric))
         if preview
         else None,
         "groups": _field_groups(form),

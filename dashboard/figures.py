@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 import plotly.graph_objects as go
 
+from alerts.preview import Preview
 from records.keys import model_label
 
 # One colour per series position, and the marks of the pick chart.
@@ -622,30 +623,79 @@ _PREVIEW_LINES = tuple(c for c in PALETTE if c not in ("#c0392b", "#e8833a"))
 WOULD_FIRE = "#1d2330"
 
 
-def alert_preview(preview: Figure, percent: bool) -> Figure:
-    """alerts.preview's figure in the house style: this module's layout (legend under the plot,
-    so it never covers the axis title), rates on a percentage axis, and markers in a colour no
-    line has. Its threshold lines (shapes, annotations) are kept as they are."""
-    source = preview.get("layout") or {}
-    ytitle = ((source.get("yaxis") or {}).get("title") or {}).get("text", "")
-    traces = []
-    lines = 0
-    for trace in preview.get("data") or ():
-        if trace.get("name") == "would fire":
-            marker = {"color": WOULD_FIRE, "size": 9, "symbol": "x-thin",
-                      "line": {"width": 2, "color": WOULD_FIRE}}  # fmt: skip
-            hover = "would fire: %{y" + (":.1%" if percent else ":,.4~g") + "}<extra></extra>"
-            traces.append({**trace, "marker": marker, "hovertemplate": hover})
-            continue
-        line = {**(trace.get("line") or {}), "width": 2}
-        line["color"] = _PREVIEW_LINES[lines % len(_PREVIEW_LINES)]
-        lines += 1
-        hover = "%{y" + (":.1%" if percent else ":,.4~g") + "}"
-        traces.append({**trace, "line": line, "hovertemplate": hover})
-    figure = _figure(traces, height=320, ytitle=ytitle, yformat=".0%" if percent else "")
+_THRESHOLD, _WARNING = "#c0392b", "#e8833a"
+
+
+def alert_preview(preview: Preview, percent: bool) -> Figure:
+    """A rule's preview (alerts.preview) in the house style: each group's line, the threshold
+    and warning lines, and a cross wherever the rule would have been firing, in a colour no line
+    has; rates on a percentage axis; the legend under the plot, clear of the axis title."""
+    number = ":.1%" if percent else ":,.4~g"
+    traces = [
+        _trace(
+            "Scatter",
+            {"x": [when(t) for t in line.x], "y": line.y, "name": plain(line.label)},
+            mode="lines",
+            connectgaps=False,
+            line={
+                "color": _PREVIEW_LINES[i % len(_PREVIEW_LINES)],
+                "width": 2,
+                **({"shape": "hv"} if preview.steps else {}),
+            },
+            hovertemplate="%{y" + number + "}",
+        )
+        for i, line in enumerate(preview.lines)
+    ]
+    traces.append(
+        _trace(
+            "Scatter",
+            {
+                "x": [when(t) for t, _ in preview.would_fire],
+                "y": [value for _, value in preview.would_fire],
+                "name": "would fire",
+            },
+            mode="markers",
+            marker={
+                "color": WOULD_FIRE,
+                "size": 9,
+                "symbol": "x-thin",
+                "line": {"width": 2, "color": WOULD_FIRE},
+            },  # fmt: skip
+            hovertemplate="would fire: %{y" + number + "}<extra></extra>",
+        )
+    )
+    figure = _figure(traces, height=320, ytitle=preview.y_title, yformat=".0%" if percent else "")
+    levels = [(preview.threshold, "threshold", _THRESHOLD, "dash")]
+    if preview.warning is not None:
+        levels.append((preview.warning, "warning", _WARNING, "dot"))
     figure["layout"] = {
         **figure["layout"],
-        "shapes": source.get("shapes") or [],
-        "annotations": source.get("annotations") or [],
+        "shapes": [
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y",
+                "y0": y,
+                "y1": y,
+                "line": {"color": colour, "dash": dash, "width": 1.5},
+            }
+            for y, _, colour, dash in levels
+        ],  # fmt: skip
+        "annotations": [
+            {
+                "xref": "paper",
+                "x": 0,
+                "xanchor": "left",
+                "yref": "y",
+                "y": y,
+                "yanchor": "bottom",
+                "text": label,
+                "showarrow": False,
+                "font": {"color": colour, "size": 11},
+            }
+            for y, label, colour, _ in levels
+        ],  # fmt: skip
     }
     return figure

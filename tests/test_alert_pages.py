@@ -18,6 +18,7 @@ from django.utils import timezone
 from alerts.firing import firing_alerts
 from alerts.models import OVERALL_STATES, AlertEvent, AlertState, Channel, Rule
 from alerts.preview import preview_rule
+from dashboard import figures
 from records import rollup
 from records.models import Membership
 from tests.factories import record
@@ -196,13 +197,14 @@ def test_the_preview_draws_the_metric_the_threshold_and_where_it_would_have_fire
         (now - timedelta(minutes=180), ""),
         (now - timedelta(minutes=60), ""),
     ]
-    traces = preview.figure["data"]
+    figure = figures.alert_preview(preview, percent=False)
+    traces = figure["data"]
     assert traces[0]["mode"] == "lines" and len(traces[0]["x"]) == 24 * 60
     assert max(v for v in traces[0]["y"] if v is not None) == pytest.approx(3000, rel=0.01)
     # Firing while a 5-minute window holds a hot minute: 3 + 4 minutes, then 2 + 4.
     would_fire = traces[-1]
     assert would_fire["name"] == "would fire" and len(would_fire["x"]) == 7 + 6
-    shapes = preview.figure["layout"]["shapes"]
+    shapes = figure["layout"]["shapes"]
     assert [shape["y0"] for shape in shapes] == [1000.0]
 
 
@@ -210,7 +212,9 @@ def test_the_preview_honours_the_for_duration_and_escapes_group_names(alice):
     post_picks(alice, [30], latency=5000.0, model=EVIL)  # one hot minute
     preview = preview_rule(make_rule(alice, for_minutes=10))
     assert preview.fired == []  # a 5-minute window never holds for 10 minutes
-    assert preview.figure["data"][0]["name"] == "&lt;script&gt;alert(1)&lt;/script&gt;"
+    assert preview.lines[0].label == EVIL  # the data as posted; the figure escapes it
+    figure = figures.alert_preview(preview, percent=False)
+    assert figure["data"][0]["name"] == "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 
 def test_a_streak_rules_preview_shows_the_streak_hour_by_hour(alice):
@@ -243,17 +247,19 @@ def test_a_streak_rules_preview_shows_the_streak_hour_by_hour(alice):
         (hour - timedelta(hours=5), "qwen3-8b", 3.0),
         (hour - timedelta(hours=1), "qwen3-8b", 4.0),
     ]
-    lines = {trace["name"]: trace for trace in preview.figure["data"][:-1]}
+    figure = figures.alert_preview(preview, percent=False)
+    lines = {trace["name"]: trace for trace in figure["data"][:-1]}
     assert list(lines) == ["qwen3-8b", "gpt-5-mini", "&lt;script&gt;alert(1)&lt;/script&gt;"]
     qwen = lines["qwen3-8b"]
     assert len(qwen["x"]) == 24  # the streak at the end of each hour of the past day
     assert qwen["y"][-6:] == [3, 3, 0, 0, 4, 4]  # hours ending 4 h ago ... now
-    would_fire = preview.figure["data"][-1]
+    would_fire = figure["data"][-1]
     assert would_fire["name"] == "would fire" and would_fire["y"] == [3, 3, 3, 4, 4]
+    assert qwen["line"]["shape"] == "hv"  # a streak is read at the end of each hour
     # pinned to one model, only that model is drawn
     pinned = preview_rule(make_rule(alice, metric="contract_broken_streak", comparator="gte",
                                     threshold=3, window_minutes=5, model="gpt-5-mini"))  # fmt: skip
-    assert [t["name"] for t in pinned.figure["data"]] == ["gpt-5-mini", "would fire"]
+    assert [line.label for line in pinned.lines] == ["gpt-5-mini"]
     assert pinned.fired == []
 
 
