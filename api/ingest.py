@@ -1,14 +1,14 @@
 """POST /api/v1/records — the front door (DESIGN §2).
 
 DRF handles the endpoint, authentication, the rate limit and error responses; the body is decoded
-with msgspec and validated per record by `records.normalise` instead of a DRF serializer, which
-would cap ingest at a few thousand records a second. Records are committed before the 2xx.
+with msgspec (api.bodies) and its records judged and stored by `records.ingest` instead of a DRF
+serializer, which would cap ingest at a few thousand records a second. Records are committed
+before the 2xx.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -22,8 +22,7 @@ from api.auth import CanIngest
 from api.bodies import SURROGATE_MESSAGE, decode_json, may_hold_surrogates, surrogate_path
 from api.encoding import inflate
 from api.throttles import KeyRateThrottle
-from records.normalise import Limits, NormalisedRecord, normalise
-from records.store import store_records
+from records.ingest import ingest
 from workers.dispatch import request_catch_up
 
 JSON_TYPES = {"application/json"}
@@ -61,29 +60,18 @@ class IngestView(APIView):
     def post(self, request):
         body = _read_body(request)
         parsed = parse_body(body, request.content_type or "")
-        now = timezone.now()
-        options = settings.DECISIONBOARD
-        limits = Limits(
-            max_data_bytes=options["MAX_DATA_BYTES"],
-            max_future=timedelta(seconds=options["MAX_FUTURE_SECONDS"]),
+        result = ingest(
+            request.auth.project_id,
+            parsed.records,
+            now=timezone.now(),
+            scrub=parsed.scrub,
+            unreadable=parsed.unreadable,
         )
-        rejected = [
-            {"index": index, "id": None, "errors": errors} for index, errors in parsed.unreadable
-        ]
-        valid: list[NormalisedRecord] = []
-        for index, raw in parsed.records:
-            result = normalise(raw, now=now, limits=limits, scrub=parsed.scrub)
-            if isinstance(result, NormalisedRecord):
-                valid.append(result)
-            else:
-                rejected.append({"index": index, "id": _posted_id(raw), "errors": result})
-        stored = store_records(request.auth.project_id, valid, now)
-        if stored.accepted:
+        if result.accepted:
             request_catch_up()  # after the commit; best effort
-        rejected.sort(key=lambda r: r["index"])
         return Response(
-            {"accepted": stored.accepted, "duplicates": stored.duplicates, "rejected": rejected},
-            status=status.HTTP_207_MULTI_STATUS if rejected else status.HTTP_200_OK,
+            result.body(),
+            status=status.HTTP_207_MULTI_STATUS if result.rejected else status.HTTP_200_OK,
         )
 
 
@@ -215,8 +203,3 @@ def _parse_ndjson(body: bytes) -> ParsedBody:
     if not parsed.records and not parsed.unreadable:
         raise ParseError("The body is empty.")
     return parsed
-
-
-def _posted_id(raw: Any) -> str | None:
-    value = raw.get("id") if isinstance(raw, dict) else None
-    return value if isinstance(value, str) else None

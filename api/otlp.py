@@ -9,9 +9,7 @@ google.rpc.Status in the request's encoding, with Retry-After on 429 and 503.
 from __future__ import annotations
 
 import math
-from datetime import timedelta
 
-from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse
 from django.utils import timezone
@@ -26,7 +24,7 @@ from api.auth import CanIngest
 from api.ingest import _read_body
 from api.throttles import KeyRateThrottle
 from records import otlp
-from records.normalise import Limits
+from records.ingest import configured_limits
 from records.store import store_records
 from workers.dispatch import request_catch_up
 
@@ -85,12 +83,7 @@ class OtlpTracesView(APIView):
         except otlp.OtlpDecodeError as exc:
             raise ParseError(str(exc)) from None
         now = timezone.now()
-        options = settings.DECISIONBOARD
-        limits = Limits(
-            max_data_bytes=options["MAX_DATA_BYTES"],
-            max_future=timedelta(seconds=options["MAX_FUTURE_SECONDS"]),
-        )
-        result = otlp.normalise_export(export, now=now, limits=limits)
+        result = otlp.normalise_export(export, now=now, limits=configured_limits())
         stored = store_records(request.auth.project_id, result.records, now)
         if stored.accepted:
             request_catch_up()  # after the commit; best effort

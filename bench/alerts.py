@@ -7,8 +7,8 @@
 2. Generates the demo records (records.demo) ending now, and spreads them over `--models`
    model names by post-processing the generated dicts: each run's models get one of a few dozen
    variant suffixes chosen from the run id (qwen3-8b -> qwen3-8b-v07), so the six demo models
-   become 200 and every run stays consistent with itself. Then normalises them
-   (records.normalise) and stores them (records.store, COPY) in batches, and folds them into
+   become 200 and every run stays consistent with itself. Then ingests them (records.ingest:
+   normalise, then COPY) in batches, and folds them into
    rollups with the workers' catch-up pass (records.rollup.catch_up).
 3. Creates the rules: most watch one model, some group by model or agent, with windows of 5
    minutes to a day, on every metric family including the contract-broken streak.
@@ -100,25 +100,28 @@ class ModelSpreader:
 
 def load(project, records: int, models: int, end: datetime) -> ModelSpreader:
     from records.demo import MODELS, generate_records
-    from records.normalise import NormalisedRecord, normalise
+    from records.ingest import ingest
     from records.rollup import catch_up
-    from records.store import store_records
 
     spreader = ModelSpreader(list(MODELS), models)
     t0 = time.perf_counter()
     batch: list = []
     stored = 0
     now = datetime.now(UTC)
+
+    def store(raws: list[dict]) -> int:
+        result = ingest(project.pk, enumerate(raws), now=now)
+        if result.rejected:
+            raise SystemExit(f"the demo generated an invalid record: {result.rejected[0]}")
+        return result.accepted
+
     for raw in generate_records(records=records, runs=max(1, records // 100), seed=11, end=end):
-        result = normalise(spreader.rename(raw), now=now)
-        if not isinstance(result, NormalisedRecord):
-            raise SystemExit(f"the demo generated an invalid record: {result}")
-        batch.append(result)
+        batch.append(spreader.rename(raw))
         if len(batch) == 5000:
-            stored += store_records(project.pk, batch, now).accepted
+            stored += store(batch)
             batch = []
     if batch:
-        stored += store_records(project.pk, batch, now).accepted
+        stored += store(batch)
     print(
         f"generated, normalised and stored {stored:,} records in {time.perf_counter() - t0:.0f} s"
     )

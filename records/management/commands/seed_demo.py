@@ -3,16 +3,14 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from django.utils.text import slugify
 
 from records import rollup
 from records.demo import generate_records
+from records.ingest import ingest
 from records.models import Project
-from records.normalise import Limits, NormalisedRecord, normalise
-from records.store import store_records
 
 
 class Command(BaseCommand):
@@ -73,12 +71,6 @@ class Command(BaseCommand):
             self.stdout.write(f"Created project {proj.name}.")
         started = time.monotonic()
         now = timezone.now()
-        config = settings.DECISIONBOARD
-        # The ingest limits, so that demo data is only ever what an agent could have posted.
-        limits = Limits(
-            max_data_bytes=config["MAX_DATA_BYTES"],
-            max_future=timedelta(seconds=config["MAX_FUTURE_SECONDS"]),
-        )
         generated = generate_records(
             records=records,
             runs=runs,
@@ -90,20 +82,29 @@ class Command(BaseCommand):
         last_run = None
         step = max(batch, records // 10)  # about ten progress lines, whatever the size
         next_report = step
-        pending: list[NormalisedRecord] = []
-        for raw in generated:
-            result = normalise(raw, now=now, limits=limits)
-            if not isinstance(result, NormalisedRecord):
+        pending: list[dict] = []
+
+        def store(raws: list[dict]) -> None:
+            # The ingest path itself (records.ingest), with its limits: demo data is only ever
+            # what an agent could have posted.
+            nonlocal accepted, duplicates
+            result = ingest(proj.id, enumerate(raws), now=now)
+            if result.rejected:
                 # A bug in the generator, not bad input: stop before storing more of it.
-                raise CommandError(f"demo record {raw.get('id')} does not validate: {result}")
+                first = result.rejected[0]
+                raise CommandError(
+                    f"demo record {first['id']} does not validate: {first['errors']}"
+                )
+            accepted += result.accepted
+            duplicates += result.duplicates
+
+        for raw in generated:
             if raw["run_id"] != last_run:  # records come run after run
                 last_run = raw["run_id"]
                 seen_runs += 1
-            pending.append(result)
+            pending.append(raw)
             if len(pending) >= batch:
-                stored = store_records(proj.id, pending, timezone.now())
-                accepted += stored.accepted
-                duplicates += stored.duplicates
+                store(pending)
                 done += len(pending)
                 pending = []
                 if done >= next_report and done < records and verbosity:
@@ -114,9 +115,7 @@ class Command(BaseCommand):
                     )
                     next_report += step
         if pending:
-            stored = store_records(proj.id, pending, timezone.now())
-            accepted += stored.accepted
-            duplicates += stored.duplicates
+            store(pending)
         elapsed = time.monotonic() - started
         if verbosity:
             self.stdout.write(
