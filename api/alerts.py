@@ -38,7 +38,7 @@ from alerts.models import (
 from api.access import CanRead, project_for_request
 from api.bodies import RejectUnknownFields
 from api.metrics import ReadView
-from api.pagination import LIMIT_PARAMETER, Keyset, page_response
+from api.pagination import LIMIT_PARAMETER, Keyset, KeysetPagination, page_response
 from api.read import PROJECT_PARAMETER
 from records.models import ApiKey, Project
 
@@ -158,7 +158,7 @@ class ProjectItemViewSet(viewsets.ModelViewSet):
 
     authentication_classes = ReadView.authentication_classes
     permission_classes = [CanManageAlerts]
-    keyset = Keyset((("id", int),))
+    pagination_class = KeysetPagination  # by id
     schema = PageListSchema()
 
     def items(self) -> QuerySet:
@@ -183,15 +183,6 @@ class ProjectItemViewSet(viewsets.ModelViewSet):
 
     def perform_create(self, serializer) -> None:
         serializer.save(project=serializer.context["project"])
-
-    def list(self, request, *args, **kwargs):
-        return page_response(
-            request,
-            self.get_queryset(),
-            self.keyset,
-            self.get_serializer_class(),
-            context=self.get_serializer_context(),
-        )
 
 
 def _list_schema(summary: str, name: str, serializer: type, operation_id: str) -> dict:

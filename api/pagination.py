@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 from django.db.models import Q, QuerySet
 from drf_spectacular.utils import OpenApiParameter
+from rest_framework.pagination import BasePagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
@@ -125,15 +126,44 @@ def next_url(request: Request, cursor: str | None) -> str | None:
     return replace_query_param(request.build_absolute_uri(), "cursor", cursor)
 
 
+class KeysetPagination(BasePagination):
+    """DRF pagination in `keyset` order: `{"results": [...], "next": url-or-null}`.
+
+    A viewset names a subclass as its `pagination_class`; a plain APIView list calls
+    `page_response`. A bad limit or cursor is a FilterError, a 400 naming it (api.errors).
+    """
+
+    keyset: Keyset = Keyset((("id", int),))
+
+    def __init__(self, keyset: Keyset | None = None) -> None:
+        if keyset is not None:
+            self.keyset = keyset
+        self.next: str | None = None
+
+    def paginate_queryset(self, queryset: QuerySet, request: Request, view=None) -> list:
+        page = paginate(queryset, self.keyset, request.query_params)
+        self.next = next_url(request, page.next_cursor)
+        return page.results
+
+    def get_paginated_response(self, data: list) -> Response:
+        return Response({"results": data, "next": self.next})
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        return {
+            "type": "object",
+            "required": ["results", "next"],
+            "properties": {
+                "results": schema,
+                "next": {"type": "string", "format": "uri", "nullable": True},
+            },
+        }
+
+
 def page_response(
     request: Request, queryset: QuerySet, keyset: Keyset, serializer: type, **kwargs: Any
 ) -> Response:
-    """One page of `queryset` as `{"results": [...], "next": url-or-null}`, each row through
-    `serializer` (given `kwargs`); a bad limit or cursor is a 400 naming it (api.errors)."""
-    page = paginate(queryset, keyset, request.query_params)
-    return Response(
-        {
-            "results": serializer(page.results, many=True, **kwargs).data,
-            "next": next_url(request, page.next_cursor),
-        }
-    )
+    """One page of `queryset` through KeysetPagination, each row through `serializer` (given
+    `kwargs`): the list views that are plain APIViews."""
+    paginator = KeysetPagination(keyset)
+    rows = paginator.paginate_queryset(queryset, request)
+    return paginator.get_paginated_response(serializer(rows, many=True, **kwargs).data)

@@ -37,10 +37,10 @@ def parse_page_time(param: str, value: str) -> datetime:
     except FilterError as error:
         try:
             when = datetime.fromisoformat(value)
-        except ValueError:
+            if when.tzinfo is not None:  # an offset parse_time refused (e.g. no seconds)
+                when = when.astimezone(UTC)  # may leave the calendar: parse_time's error then
+        except (ValueError, OverflowError):
             raise error from None
-        if when.tzinfo is not None:  # an offset parse_time refused (e.g. no seconds)
-            when = when.astimezone(UTC)
         when = when.replace(tzinfo=UTC)
     if not EARLIEST <= when < LATEST:
         raise FilterError(param, "must be between 1970 and 2200")
