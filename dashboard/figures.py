@@ -26,23 +26,35 @@ import orjson
 import plotly.graph_objects as go
 
 from alerts.preview import Preview
-from records.keys import model_label
+from records.keys import (
+    MODEL_CALL,
+    NOTICE,
+    OUTCOME,
+    PICK,
+    PICK_ERROR,
+    PROVIDER_ERROR,
+    RELIABILITY,
+    SELECTION,
+    TURN,
+    VERDICT,
+    model_label,
+)
 
 # One colour per series position, and the marks of the pick chart.
 PALETTE = ("#3a5bd9", "#e8833a", "#2e9e6b", "#c0392b", "#8e6bbf", "#8c6d31", "#d45fa8",
            "#6c7a89", "#17a2b8", "#b8a000")  # fmt: skip
 # One colour per record kind on every chart (records by kind, a run's latency lanes).
 KIND_COLOURS = {
-    "tool_choice.pick": "#3a5bd9",
-    "tool_choice.pick_error": "#c0392b",
-    "tool_choice.outcome": "#8fa8f0",
-    "model_selection": "#2e9e6b",
-    "turn": "#8e6bbf",
-    "classifier.verdict": "#d45fa8",
-    "notice": "#6c7a89",
-    "provider.error": "#e8833a",
-    "reliability": "#b8a000",
-    "model_call": "#17a2b8",
+    PICK: "#3a5bd9",
+    PICK_ERROR: "#c0392b",
+    OUTCOME: "#8fa8f0",
+    SELECTION: "#2e9e6b",
+    TURN: "#8e6bbf",
+    VERDICT: "#d45fa8",
+    NOTICE: "#6c7a89",
+    PROVIDER_ERROR: "#e8833a",
+    RELIABILITY: "#b8a000",
+    MODEL_CALL: "#17a2b8",
 }
 OTHER_KIND = "#8c6d31"
 # The in-progress bucket: shaded, and its line segment dotted.

@@ -28,6 +28,7 @@ from dashboard.access import get_project_for_user
 from dashboard.format import duration_ms
 from dashboard.params import filter_params, list_range, parse, time_filters
 from records.filters import HAS_FLAGS, FilterError, filter_runs, parse_time
+from records.keys import MODEL_CALL, PICK, PICK_ERROR, PROVIDER_ERROR, VERDICT
 from records.kinds import KIND_NAMES
 from records.models import Run
 
@@ -116,10 +117,10 @@ def keyset_page(
 
 # Kind counts shown as columns: (heading, kinds added up).
 COUNT_COLUMNS = (
-    ("picks", ("tool_choice.pick", "tool_choice.pick_error")),
-    ("calls", ("model_call",)),
-    ("verdicts", ("classifier.verdict",)),
-    ("errors", ("tool_choice.pick_error", "provider.error")),
+    ("picks", (PICK, PICK_ERROR)),
+    ("calls", (MODEL_CALL,)),
+    ("verdicts", (VERDICT,)),
+    ("errors", (PICK_ERROR, PROVIDER_ERROR)),
 )
 
 

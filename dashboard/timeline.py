@@ -19,10 +19,20 @@ from django.utils.html import format_html_join
 
 from dashboard.format import duration_ms, offset
 from dashboard.format import tokens as format_tokens
+from records.keys import (
+    MODEL_CALL,
+    NOTICE,
+    OUTCOME,
+    PICK,
+    PICK_ERROR,
+    PICKS,
+    PROVIDER_ERROR,
+    RELIABILITY,
+    SELECTION,
+    TURN,
+    VERDICT,
+)
 
-PICK = "tool_choice.pick"
-PICK_ERROR = "tool_choice.pick_error"
-PICKS = (PICK, PICK_ERROR)
 # The run page shows a run's records this many at a time: a page renders in ~0.25 ms a record
 # (a run of 20,000 records would be a 20 MB page that takes seconds), and most runs fit in one.
 PAGE_SIZE = 200
@@ -134,7 +144,7 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
             ("skip reason", d.get("narrowedSkipped")),
             ("latency", _ms(d.get("latencyMs"))),
         )
-    if kind == "tool_choice.outcome":
+    if kind == OUTCOME:
         called = _names(d.get("called")) or "nothing"
         agrees = d.get("firstAgrees")
         verdict = {True: "first pick agreed", False: "first pick disagreed"}.get(agrees, "")
@@ -142,7 +152,7 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
         return f"called {called}", _pairs(
             ("agreement", verdict), ("wanted, not served", _names(miss.get("wanted")))
         )
-    if kind == "model_selection":
+    if kind == SELECTION:
         default, selected = _s(d.get("default_model")), _s(d.get("selected_model"))
         title = f"step {_s(d.get('step'))}: {_s(d.get('action'))} on {selected}"
         if selected != default:
@@ -154,7 +164,7 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
             ("retry", "yes" if d.get("retry") else ""),
             ("request patch", ", ".join(sorted(patch)) if isinstance(patch, dict) else ""),
         )
-    if kind == "model_call":
+    if kind == MODEL_CALL:
         usage = d.get("usage") or {}
         tokens = f"{usage.get('input', 0):,} in / {usage.get('output', 0):,} out"
         return f"{_s(d.get('provider'))} {_s(d.get('model'))}: {_s(d.get('stopReason'))}", _pairs(
@@ -163,7 +173,7 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
             ("tools", d.get("toolsCount")),
             ("messages", d.get("messagesCount")),
         )
-    if kind == "turn":
+    if kind == TURN:
         calls = der.get("calls") or []
         shown = ", ".join(
             _s(c.get("action") or c.get("control") or c.get("wire"))
@@ -180,7 +190,7 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
             ("error", d.get("executionError")),
             ("duration", _ms(d.get("durationMs"))),
         )
-    if kind == "classifier.verdict":
+    if kind == VERDICT:
         outcome = _s(d.get("outcome"))
         result = _s(d.get("verdict")) if outcome == "ruled" else outcome
         extra = d.get("form") or d.get("cause") or ""
@@ -196,7 +206,7 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
             ("disposition", d.get("disposition")),
             ("wall", _ms(d.get("wallMs"))),
         )
-    if kind == "notice":
+    if kind == NOTICE:
         detail = d.get("detail") or {}
         shown = (
             ", ".join(f"{k}={_s(v)}" for k, v in detail.items()) if isinstance(detail, dict) else ""
@@ -205,7 +215,7 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
             f"{_s(d.get('level') or 'notice')} {_s(d.get('code'))}: {_s(d.get('message'))}",
             _pairs(("detail", shown), ("audience", d.get("audience"))),
         )
-    if kind == "provider.error":
+    if kind == PROVIDER_ERROR:
         choice = d.get("toolChoice") or {}
         forced = f"{_s(choice.get('type'))} {_s(choice.get('name'))}".strip() if choice else ""
         return f"{_s(d.get('provider'))} {_s(d.get('model'))}: {_s(d.get('error'))}", _pairs(
@@ -214,7 +224,7 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
             ("retryable", "yes" if d.get("retryable") else "no"),
             ("refused tool choice", forced if der.get("tool_choice_refused") else ""),
         )
-    if kind == "reliability":
+    if kind == RELIABILITY:
         shown = [(k, d.get(k)) for k in ("attempt", "fromProvider", "toProvider", "primary",
                                            "fallback", "errorKind", "recoveredVia", "state",
                                            "providerName", "reason")]  # fmt: skip
@@ -289,8 +299,7 @@ def items(iterations: Sequence[Iteration]) -> list[Item]:
 def stopped(records: Iterable[dict]) -> bool:
     """The router said stop: the run is over whatever its last record's age."""
     return any(
-        r["kind"] == "model_selection" and (r["data"] or {}).get("action") == "stop"
-        for r in records
+        r["kind"] == SELECTION and (r["data"] or {}).get("action") == "stop" for r in records
     )
 
 
@@ -306,8 +315,8 @@ def pick_detail(records: Iterable[dict], iteration: int) -> dict | None:
     for r in records:
         if r["iteration"] != iteration:
             continue
-        slot = {PICK: "pick", PICK_ERROR: "error", "tool_choice.outcome": "outcome",
-                "model_call": "call", "model_selection": "selection"}.get(r["kind"])  # fmt: skip
+        slot = {PICK: "pick", PICK_ERROR: "error", OUTCOME: "outcome",
+                MODEL_CALL: "call", SELECTION: "selection"}.get(r["kind"])  # fmt: skip
         if slot and out[slot] is None:
             out[slot] = r
     if out["pick"] is None and out["error"] is None:

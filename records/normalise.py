@@ -104,7 +104,7 @@ def normalise(
         ]
     kind = raw["kind"]
     data = raw["data"]
-    if kind == "notice":
+    if kind == keys.NOTICE:
         errors.update(_check_notice_detail(envelope.data))
     sanitized: list[str] = []
     if scrub:
