@@ -195,8 +195,8 @@ def catch_up(*, batch_size: int | None = None, max_seconds: float = 50.0) -> int
 
 # PostgreSQL plans from table statistics that autovacuum keeps, when it runs (it is off on some
 # machines) and always some time after a burst. Without them a plan can turn an index lookup
-# into a scan, so the catch-up analyses the tables it grows once the records folded in have
-# grown by a fifth, and by at least ANALYZE_MIN_RECORDS, since it last did.
+# into a scan, so the catch-up analyses the tables it grows once it has folded in a fifth of
+# the records the planner knows of, and at least ANALYZE_MIN_RECORDS, since it last did.
 ANALYZE_MIN_RECORDS = 50_000
 _ANALYZED = "analyzed"  # a Watermark row: how far the records were folded at the last ANALYZE
 
@@ -208,10 +208,13 @@ def analyze_if_grown(*, min_records: int = ANALYZE_MIN_RECORDS) -> bool:
         return False
     folded = Watermark.objects.filter(name=WATERMARK).values_list("last_id", flat=True).first() or 0
     mark, _ = Watermark.objects.get_or_create(name=_ANALYZED)
-    if folded - mark.last_id < max(min_records, mark.last_id // 5):
-        return False
     tables = (Record, Rollup, Run, Classification, StreakSegment)
     with connection.cursor() as cursor:
+        # The records the planner knows of (-1 before any ANALYZE): grown by a fifth of that.
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [Record._meta.db_table])
+        known = max(cursor.fetchone()[0], 0)
+        if folded - mark.last_id < max(min_records, known / 5):
+            return False
         cursor.execute("ANALYZE " + ", ".join(t._meta.db_table for t in tables))
     mark.last_id = folded
     mark.last_pass_at = timezone.now()
