@@ -468,11 +468,16 @@ def classifiers_page(project_id: int, now: datetime, period_name: str, agents: l
 
 # --- streaks -----------------------------------------------------------------------------------
 def streaks_page(project_id: int, now: datetime, period_name: str) -> dict:
-    """Each model's streak, and per hour of the period its value at the end of the hour and
-    the highest it reached within it (records.metrics.streak_history). Three queries."""
-    period = PERIODS["7d" if period_name == "7d" else "24h"]
-    end = truncate(now, Grain.HOUR) + timedelta(hours=1)
-    start = end - period.span
+    """Each model's streak, and per hour of the period (a preset or a custom range, in whole
+    hours) its value at the end of the hour and the highest it reached within it
+    (records.metrics.streak_history). Three queries."""
+    period = get_period(period_name)
+    if period.start is not None and period.end is not None:
+        start = truncate(period.start, Grain.HOUR)
+        end = truncate(period.end - timedelta(microseconds=1), Grain.HOUR) + timedelta(hours=1)
+    else:
+        end = truncate(now, Grain.HOUR) + timedelta(hours=1)
+        start = end - period.span
     rows = list(
         Streak.objects.filter(project_id=project_id).order_by("-current", "-longest", "model")
     )

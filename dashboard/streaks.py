@@ -10,19 +10,17 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from dashboard import figures, rollups, timerange
+from dashboard import figures, rollups
 from dashboard.access import get_project_for_user
-
-# Sparklines are hour by hour: a day or a week of them.
-PERIODS = ("24h", "7d")
+from dashboard.params import chart_context, chart_params
 
 
 @login_required
 def streaks_page(request: HttpRequest) -> HttpResponse:
     project = get_project_for_user(request)
-    period = request.GET.get("period", "24h")
-    period = period if period in PERIODS else "24h"
-    data = rollups.streaks_page(project.pk, timezone.now(), period)
+    # The time-range control of every chart page: sparklines are hour by hour over it.
+    chosen, period, _, error = chart_params(request)
+    data = rollups.streaks_page(project.pk, timezone.now(), period.name)
     rows = [
         {
             "streak": streak,
@@ -38,11 +36,5 @@ def streaks_page(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "dashboard/streaks.html",
-        {
-            "project": project,
-            "data": data,
-            "rows": rows,
-            "range": timerange.TimeRange(period),
-            "presets": timerange.presets(only=PERIODS),
-        },
+        {**chart_context(project, data, [], error, chosen), "rows": rows},
     )

@@ -800,6 +800,30 @@ def test_it_shows_streaks_with_a_sparkline_and_the_runs_behind_them(alice, alice
     assert sorted(shown) == ["v-1", "v-2", "v-4", "v-5", "v-6"]  # the parse errors
 
 
+def test_the_streaks_page_charts_any_time_range(alice, alice_page):
+    """The time-range control of every chart page: a custom range two weeks back shows the
+    streak hour by hour there."""
+    then = (timezone.now() - timedelta(days=14)).replace(minute=0, second=0, microsecond=0)
+    broken = {"outcome": "parse_error", "verdict": None, "form": "missing"}
+    post(
+        alice,
+        [
+            record("classifier.verdict", ts=iso(then + timedelta(minutes=m)), data=broken)
+            for m in (5, 10)
+        ],
+    )
+    rollup.catch_up()
+    query = {
+        "period": "custom",
+        "from": (then - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M"),
+        "to": (then + timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M"),
+    }
+    page = alice_page.get("/streaks/", query).content.decode()
+    traces = {t["name"]: t["y"] for t in figure(page, "spark-0")["data"]}
+    assert traces["at the end of the hour"] == [0, 0, 2, 2, 2]  # 2 h before, then the burst
+    assert 'value="custom" selected' in page or "custom range" in page
+
+
 # --- query counts ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "url, most",
