@@ -63,35 +63,11 @@ def gunicorn(workers: int = 2, log: Path | None = None, timeout: int = 300):
 
 
 def store_rows(project_id: int, received_at: datetime, normalised) -> list[tuple]:
-    """The records table's columns for already-normalised records, for COPY."""
-    return [
-        (
-            project_id,
-            received_at,
-            r.record_key,
-            r.kind,
-            r.run_id,
-            r.ts,
-            r.session_id,
-            r.agent,
-            r.parent_run_id,
-            r.model,
-            r.iteration,
-            r.latency_ms,
-            r.skip_reason,
-            r.outcome,
-            r.is_swap,
-            r.is_fallback,
-            r.is_error,
-            r.is_contract_break,
-            r.rollup_key,
-            r.tokens_in,
-            r.tokens_out,
-            r.data_json,
-            r.derived_json,
-        )
-        for r in normalised
-    ]
+    """The records table's columns for already-normalised records, for COPY (the columns the
+    store writes, records.store.COLUMNS, after project and arrival time)."""
+    from records.store import record_row
+
+    return [(project_id, received_at, *record_row(r, r.ts)) for r in normalised]
 
 
 def copy_ceiling(rows: list[tuple]) -> float:

@@ -125,7 +125,7 @@ def store_records(
     return StoreResult(accepted=accepted, duplicates=len(records) - accepted)
 
 
-def _row(record: NormalisedRecord, ts: object) -> tuple:
+def record_row(record: NormalisedRecord, ts: object) -> tuple:
     """The COLUMNS of one record; `ts` as the database driver wants it."""
     return (
         record.record_key,
@@ -165,7 +165,7 @@ def _insert_postgresql(project_id: int, rows: list[NormalisedRecord], now: datet
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper, for COPY
         with raw.copy(f"COPY ingest_stage ({', '.join(COLUMNS)}) FROM STDIN") as copy:
             for record in rows:
-                copy.write_row(_row(record, record.ts))
+                copy.write_row(record_row(record, record.ts))
         cursor.execute(_PG_INSERT, {"project": project_id, "now": now})
         return cursor.fetchone()[0]
 
@@ -191,7 +191,10 @@ def _insert_sqlite(project_id: int, rows: list[NormalisedRecord], now: datetime)
         cursor.executemany(
             f"INSERT INTO {RECORD_TABLE} (project_id, received_at, {', '.join(COLUMNS)}) "
             f"VALUES ({placeholders})",
-            [(project_id, received, *_row(r, ops.adapt_datetimefield_value(r.ts))) for r in new],
+            [
+                (project_id, received, *record_row(r, ops.adapt_datetimefield_value(r.ts)))
+                for r in new
+            ],
         )
         runs: dict[str, list] = {}
         for r in sorted(new, key=lambda r: r.ts):
