@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 from api.auth import CanIngest
 from api.encoding import inflate
 from api.throttles import KeyRateThrottle
+from ops.instruments import count_api_ingest
 from records.normalise import Limits, NormalisedRecord, normalise
 from records.store import store_records
 from workers.dispatch import request_catch_up
@@ -73,6 +74,7 @@ class IngestView(APIView):
             else:
                 rejected.append({"index": index, "id": _posted_id(raw), "errors": result})
         stored = store_records(request.auth.project_id, valid, now)
+        count_api_ingest(request.auth.project, parsed.records, rejected, valid, stored, now)
         if stored.accepted:
             request_catch_up()  # after the commit; best effort
         rejected.sort(key=lambda r: r["index"])

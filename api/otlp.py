@@ -25,6 +25,7 @@ from rest_framework.views import APIView
 from api.auth import CanIngest
 from api.ingest import _read_body
 from api.throttles import KeyRateThrottle
+from ops.instruments import count_otlp_ingest
 from records import otlp
 from records.normalise import Limits
 from records.store import store_records
@@ -92,6 +93,7 @@ class OtlpTracesView(APIView):
         )
         result = otlp.normalise_export(export, now=now, limits=limits)
         stored = store_records(request.auth.project_id, result.records, now)
+        count_otlp_ingest(request.auth.project, result, stored, now)
         if stored.accepted:
             request_catch_up()  # after the commit; best effort
         body = otlp.encode_response(otlp.export_response(result), encoding)

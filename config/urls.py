@@ -5,6 +5,7 @@ from django.urls import include, path, re_path
 
 from api.openapi import SWAGGER_ASSETS, DocsView, docs_asset
 from api.otlp import OtlpTracesView
+from ops import views as ops_views
 
 urlpatterns = [
     path("api/v1/", include("api.urls")),
@@ -16,6 +17,10 @@ urlpatterns = [
         docs_asset,
         name="api-docs-asset",
     ),
+    # Prometheus (behind DECISIONBOARD_METRICS_TOKEN) and the probes (DESIGN §5).
+    path("metrics", ops_views.metrics, name="ops-metrics"),
+    path("healthz", ops_views.healthz, name="ops-healthz"),
+    path("readyz", ops_views.readyz, name="ops-readyz"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("dashboard.urls")),
