@@ -61,9 +61,7 @@ def queue_depths() -> dict[str, int]:
                     pipe.llen(f"{queue}{_REDIS_PRIORITY_SEPARATOR}{step}")
             lengths = pipe.execute()
         per_queue = 1 + len(_REDIS_PRIORITY_STEPS)
-        return {
-            q: sum(lengths[i * per_queue : (i + 1) * per_queue]) for i, q in enumerate(queues)
-        }
+        return {q: sum(lengths[i * per_queue : (i + 1) * per_queue]) for i, q in enumerate(queues)}
     depths = dict.fromkeys(queues, 0)
     with os.scandir(_queue_folder()) as entries:
         for entry in entries:

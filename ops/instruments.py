@@ -69,9 +69,7 @@ def _posted_kind(raw: Any) -> str:
     return kind_label(raw.get("kind") if isinstance(raw, dict) else None)
 
 
-def split_by_kind(
-    valid: Sequence[NormalisedRecord], accepted: int
-) -> tuple[Tally, Tally] | None:
+def split_by_kind(valid: Sequence[NormalisedRecord], accepted: int) -> tuple[Tally, Tally] | None:
     """(accepted, duplicates) by kind for a stored batch, from the store's two totals.
 
     The store keeps the first record of each key (records.store) and counts the rest as

@@ -120,9 +120,7 @@ def fold_dead(path: Path | None = None) -> int:
     """Fold the files of every process that is gone; returns how many files it folded."""
     path = path or folder()
     return sum(
-        fold(pid, path)
-        for pid in process_files(path)
-        if pid != os.getpid() and not _alive(pid)
+        fold(pid, path) for pid in process_files(path) if pid != os.getpid() and not _alive(pid)
     )
 
 
