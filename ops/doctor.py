@@ -128,7 +128,7 @@ def configuration(
             Finding(
                 section,
                 False,
-                "ALLOWED_HOSTS names only this machine: requests for the site's public name get 400",
+                "ALLOWED_HOSTS names only this machine: requests for the public name get 400",
                 "set ALLOWED_HOSTS to the names the site is served as, e.g. "
                 "ALLOWED_HOSTS=decisions.example.com",
             )
