@@ -22,8 +22,10 @@ class Command(BaseCommand):
             self.stdout.write(section)
             for finding in items:
                 mark = "ok  " if finding.ok else ("note" if finding.note else "FIX ")
-                style = self.style.SUCCESS if finding.ok else (
-                    self.style.WARNING if finding.note else self.style.ERROR
+                style = (
+                    self.style.SUCCESS
+                    if finding.ok
+                    else (self.style.WARNING if finding.note else self.style.ERROR)
                 )
                 self.stdout.write(f"  {style(mark)}  {finding.message}")
                 if finding.fix and not finding.ok:
