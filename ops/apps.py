@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import logging
 import time
 
 from django.apps import AppConfig
+
+log = logging.getLogger(__name__)
 
 
 class OpsConfig(AppConfig):
@@ -33,4 +36,7 @@ class OpsConfig(AppConfig):
         # A pool process that exits (max_memory_per_child) folds its counts into the archive.
         @worker_process_shutdown.connect(weak=False)
         def _pool_process_exits(pid=None, **_kwargs) -> None:
-            multiprocess.fold(pid)
+            try:
+                multiprocess.fold(pid)
+            except OSError as exc:  # the next scrape folds what is left; the exit goes on
+                log.warning("could not fold the metrics of process %s: %s", pid, exc)

@@ -14,9 +14,7 @@ def route_of(request: HttpRequest) -> str:
     """The URL pattern that served the request (never the path: a run id in a path would make
     a time series per run); `unmatched` for a path no pattern knows."""
     match = getattr(request, "resolver_match", None)
-    if match is None:
-        return "unmatched"
-    return "/" + match.route if match.route else match.view_name or "unmatched"
+    return "unmatched" if match is None else "/" + match.route
 
 
 class RequestMetricsMiddleware:

@@ -18,6 +18,7 @@ import requests
 from django.test import Client
 from django.utils import timezone
 from kombu import Connection
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from ops import multiprocess
 from ops.instruments import split_by_kind
@@ -364,3 +365,39 @@ def test_gunicorn_processes_count_into_one_sum_across_restarts(tmp_path, transac
     assert {"decisionboard_ingest_records", "decisionboard_http_request_duration_seconds",
             "decisionboard_catchup_lag_seconds", "decisionboard_queue_depth",
             "decisionboard_heartbeat_age_seconds"} <= families(metrics.text)  # fmt: skip
+
+
+_SEND_HEARTBEATS = (
+    "from workers.tasks import heartbeat_task\nfor _ in range(3): heartbeat_task.delay('default')"
+)
+
+
+def test_celery_pool_processes_fold_their_counts_into_the_archive_as_they_exit(
+    tmp_path, transactional_db
+):
+    """A worker whose pool process is replaced after every task (as max_memory_per_child
+    replaces one): each task is counted once, and the folder keeps no file of a process gone."""
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}  # the filesystem broker
+    env.update(DATABASE_URL=database_url(), DECISIONBOARD_VAR_DIR=str(tmp_path))
+    worker = processes.worker_command([Queue.DEFAULT], 1, name="fold") + [
+        "--max-tasks-per-child", "1",
+    ]  # fmt: skip
+    folder = tmp_path / "metrics"
+    count = "decisionboard_task_duration_seconds_count"
+
+    def heartbeats_counted() -> float:
+        # Read as they are, without the scrape's folding of exited processes' files: what is
+        # folded here, the pool processes folded themselves.
+        files = [str(f) for f in folder.glob("*.db")]
+        text = "\n".join(_exposition(MultiProcessCollector.merge(files)))
+        return value(parse(text), count, task="heartbeat", state="success")
+
+    with processes.running(worker, env=env, log=tmp_path / "worker.log"):
+        subprocess.run([sys.executable, "manage.py", "shell", "-c", _SEND_HEARTBEATS],
+                       cwd=processes.BASE_DIR, env=env, check=True, timeout=120)  # fmt: skip
+        wait_until(lambda: heartbeats_counted() >= 3, 90, "three heartbeats run")
+        assert heartbeats_counted() == 3
+        assert (folder / "histogram_archive.db").exists()
+        # The worker's main process and its current pool process at most: the two replaced
+        # pool processes folded their files as they exited.
+        assert len(multiprocess.process_files(folder)) <= 2
