@@ -269,8 +269,10 @@ def test_it_reports_filesystem_queue_depths(db, metrics_on, settings, tmp_path):
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = options
     with Connection("filesystem://", transport="workers.broker:Transport",
                     transport_options=options) as connection:  # fmt: skip
+        # The channel's own put, as a routed publish ends; declaring a queue here would leave
+        # its binding in kombu's process-wide state, pointing other tests' queues elsewhere.
         for _ in range(3):
-            connection.SimpleQueue(Queue.DEFAULT.value).put({"test": True})
+            connection.default_channel._put(Queue.DEFAULT.value, {"test": True})
     samples = scrape()
     assert value(samples, "decisionboard_queue_depth", queue="default") == 3
     assert value(samples, "decisionboard_queue_depth", queue="exports") == 0
