@@ -32,3 +32,11 @@ timeout = 60
 graceful_timeout = 10
 # Idle keep-alive connections of ingest clients hold a thread's connection slot, not a thread.
 keepalive = 5
+
+
+def child_exit(server, worker) -> None:
+    """A worker that exits (replaced after max_requests, or killed) folds its counts into the
+    metrics folder's archive, so that /metrics keeps them and the folder does not grow."""
+    from ops.multiprocess import fold
+
+    fold(worker.pid)

@@ -22,6 +22,7 @@ from api.auth import CanIngest
 from api.bodies import SURROGATE_MESSAGE, decode_json, may_hold_surrogates, surrogate_path
 from api.encoding import inflate
 from api.throttles import KeyRateThrottle
+from ops.instruments import count_api_ingest
 from records.ingest import ingest
 from workers.dispatch import request_catch_up
 
@@ -60,12 +61,16 @@ class IngestView(APIView):
     def post(self, request):
         body = _read_body(request)
         parsed = parse_body(body, request.content_type or "")
+        now = timezone.now()
         result = ingest(
             request.auth.project_id,
             parsed.records,
-            now=timezone.now(),
+            now=now,
             scrub=parsed.scrub,
             unreadable=parsed.unreadable,
+        )
+        count_api_ingest(
+            request.auth.project, parsed.records, result.rejected, result.valid, result, now
         )
         if result.accepted:
             request_catch_up()  # after the commit; best effort

@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 from api.auth import CanIngest
 from api.ingest import _read_body
 from api.throttles import KeyRateThrottle
+from ops.instruments import count_otlp_ingest
 from records import otlp
 from records.ingest import configured_limits
 from records.store import store_records
@@ -85,6 +86,7 @@ class OtlpTracesView(APIView):
         now = timezone.now()
         result = otlp.normalise_export(export, now=now, limits=configured_limits())
         stored = store_records(request.auth.project_id, result.records, now)
+        count_otlp_ingest(request.auth.project, result, stored, now)
         if stored.accepted:
             request_catch_up()  # after the commit; best effort
         body = otlp.encode_response(otlp.export_response(result), encoding)

@@ -58,9 +58,12 @@ INSTALLED_APPS = [
     "api",
     "workers",
     "dashboard",
+    "ops",
 ]
 
 MIDDLEWARE = [
+    # First, so that request latency (/metrics) covers every other middleware too.
+    "ops.middleware.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # A NUL in the path or the query string is a 400 before any view sees it.
     "config.middleware.RejectHostileURLMiddleware",
@@ -275,6 +278,9 @@ DECISIONBOARD = {
     # Webhooks to loopback, private or link-local addresses are refused unless this is on
     # (a receiver on the same network as a self-hosted Decisionboard).
     "ALERTS_ALLOW_PRIVATE_WEBHOOKS": env_bool("DECISIONBOARD_ALERTS_ALLOW_PRIVATE_WEBHOOKS", False),
+    # /metrics answers 404 unless this is set, and then asks for it as a bearer token (what
+    # Prometheus sends with `authorization: {credentials: ...}`).
+    "METRICS_TOKEN": env_str("DECISIONBOARD_METRICS_TOKEN", ""),
 }
 
 # Celery: Redis when REDIS_URL is set, otherwise kombu's filesystem transport under var/ so that

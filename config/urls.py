@@ -7,6 +7,7 @@ from django.views import defaults
 
 from api.openapi import SWAGGER_ASSETS, DocsView, docs_asset
 from api.otlp import OtlpTracesView
+from ops import views as ops_views
 
 urlpatterns = [
     path("api/v1/", include("api.urls")),
@@ -18,6 +19,10 @@ urlpatterns = [
         docs_asset,
         name="api-docs-asset",
     ),
+    # Prometheus (behind DECISIONBOARD_METRICS_TOKEN) and the probes (DESIGN §5).
+    path("metrics", ops_views.metrics, name="ops-metrics"),
+    path("healthz", ops_views.healthz, name="ops-healthz"),
+    path("readyz", ops_views.readyz, name="ops-readyz"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("dashboard.urls")),

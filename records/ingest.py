@@ -24,6 +24,8 @@ class IngestResult:
     duplicates: int
     # {"index", "id", "errors"} of each rejected record, by index (DESIGN §2's 207 body).
     rejected: list[dict] = field(default_factory=list)
+    # The records that passed and went to the store (new or duplicates), for the counters.
+    valid: list[NormalisedRecord] = field(default_factory=list)
 
     def body(self) -> dict:
         return {"accepted": self.accepted, "duplicates": self.duplicates, "rejected": self.rejected}
@@ -61,7 +63,7 @@ def ingest(
             rejected.append({"index": index, "id": posted_id(raw), "errors": result})
     stored = store_records(project_id, valid, now)
     rejected.sort(key=lambda r: r["index"])
-    return IngestResult(stored.accepted, stored.duplicates, rejected)
+    return IngestResult(stored.accepted, stored.duplicates, rejected, valid)
 
 
 def posted_id(raw: Any) -> str | None:

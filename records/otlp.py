@@ -812,6 +812,8 @@ class ExportResult:
     records: list[NormalisedRecord]
     rejected_spans: int
     error_message: str
+    # The kind of each record that was rejected (as mapped, so a known kind), for /metrics.
+    rejected_kinds: list[str] = field(default_factory=list)
 
 
 def normalise_export(
@@ -824,11 +826,13 @@ def normalise_export(
     """
     mapping = map_export(request)
     valid: list[NormalisedRecord] = []
+    rejected_kinds: list[str] = []
     for mapped in mapping.records:
         result = normalise(mapped.raw, now=now, limits=limits or Limits(), scrub=mapping.scrub)
         if isinstance(result, NormalisedRecord):
             valid.append(result)
         else:
+            rejected_kinds.append(mapped.raw["kind"])
             errors = "; ".join(f"{path}: {', '.join(msgs)}" for path, msgs in result.items())
             label = mapped.source.removeprefix(mapped.span.label).strip() or mapped.raw["kind"]
             mapping.reject(mapped.span, f"{label} rejected: {errors}")
@@ -837,6 +841,7 @@ def normalise_export(
         records=valid,
         rejected_spans=len(mapping.problems),
         error_message=_summary(mapping),
+        rejected_kinds=rejected_kinds,
     )
 
 

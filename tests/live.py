@@ -1,18 +1,24 @@
 """Helpers for tests that drive the product's real processes over HTTP (test_serve,
-test_worker_integration, test_queues, test_outage)."""
+test_worker_integration, test_queues, test_outage), and a PostgreSQL cluster of their own that
+a test may stop (test_outage_live, test_probes)."""
 
 from __future__ import annotations
 
+import glob
 import os
+import pwd
 import re
 import shutil
 import socket
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+import psycopg
 import requests
 
 from workers import processes
@@ -113,3 +119,74 @@ def _ping(port: int) -> bool:
             return s.recv(16).startswith(b"+PONG")
     except OSError:
         return False
+
+
+def _postgres_bin() -> Path | None:
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4])
+    )
+    return Path(found[-1]).parent if found else None
+
+
+class PrivateCluster:
+    """A PostgreSQL cluster of its own in `root`, on `port`, run by pg_ctl.
+
+    initdb refuses to run as root: as root, the cluster belongs to the `postgres` user.
+    """
+
+    def __init__(self, bin_dir: Path, root: Path, port: int) -> None:
+        self.bin, self.root, self.port = bin_dir, root, port
+        self.data = root / "data"
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:
+            owner = pwd.getpwnam("postgres")
+            os.chown(root, owner.pw_uid, owner.pw_gid)
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+
+    def _run(self, *cmd: str) -> None:
+        subprocess.run([*self.as_user, *cmd], check=True, capture_output=True, timeout=120)
+
+    def init(self) -> None:
+        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
+                  "-A", "trust", "-E", "UTF8", "--no-sync")  # fmt: skip
+
+    def start(self) -> None:
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.root}"
+            " -c shared_buffers=32MB -c max_connections=40"
+        )
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"),
+                  "-o", options, "-w", "-t", "60", "start")  # fmt: skip
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def running(self) -> bool:
+        status = subprocess.run(
+            [*self.as_user, str(self.bin / "pg_ctl"), "-D", str(self.data), "status"],
+            capture_output=True,
+        )
+        return status.returncode == 0
+
+    def url(self, database: str) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
+
+
+@contextmanager
+def private_cluster() -> Iterator[PrivateCluster]:
+    from tests.conftest import need_service
+
+    bin_dir = _postgres_bin()
+    need_service(bin_dir is not None, "PostgreSQL server binaries (/usr/lib/postgresql/*/bin)")
+    root = Path(tempfile.mkdtemp(prefix="decisionboard-pg-"))
+    cluster = PrivateCluster(bin_dir, root, processes.free_port())
+    try:
+        cluster.init()
+        cluster.start()
+        with psycopg.connect(cluster.url("postgres"), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE decisionboard")
+        yield cluster
+    finally:
+        if cluster.data.exists() and cluster.running():
+            cluster.stop("immediate")
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,144 @@
+"""Counting across processes: one metrics folder per machine that every process writes into.
+
+gunicorn runs several processes and Celery a pool of them, and each counts what it does.
+prometheus-client's multiprocess mode gives each process its own memory-mapped file in one
+folder (PROMETHEUS_MULTIPROC_DIR) and sums the files when /metrics is read. Its documented
+limits shape what is counted this way: counters and histograms only. Every gauge of /metrics is
+read from the database or the broker when it is scraped (ops.state), so no process-local gauge
+goes stale when its process dies.
+
+The library asks for the folder to be wiped between runs; here it is not, so that counters stay
+monotonic across restarts. Instead a dead process's files are folded into one archive file per
+type (`counter_archive.db`), so that the folder does not grow by a file for every process that
+gunicorn's `max_requests` or Celery's `max_memory_per_child` replaces. Folding happens when
+gunicorn's master sees a worker exit (gunicorn.conf.py), when a Celery pool process exits
+(ops.apps), and on every scrape for files whose process is gone (killed, say). A file lock
+keeps a scrape from reading a file and its archived copy at once.
+
+`configure()` must run before anything imports prometheus_client (config/__init__.py): the
+library picks its per-process storage when it is imported. Nothing here imports Django.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import os
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+# The types whose files hold plain sums (a histogram's buckets are stored per bucket, not
+# cumulated), so that adding one file's values into another's is exact.
+_SUMMED_TYPES = ("counter", "histogram", "summary")
+_PROCESS_FILE = re.compile(rf"^({'|'.join(_SUMMED_TYPES)})_(\d+)\.db$")
+ARCHIVE = "archive"
+
+
+def default_folder(environ: dict | os._Environ = os.environ) -> Path:
+    """DECISIONBOARD_METRICS_DIR, else `metrics/` in the var folder (as config.settings finds
+    it). It must be on this machine's own disk: the files are memory-mapped."""
+    explicit = environ.get("DECISIONBOARD_METRICS_DIR")
+    if explicit:
+        return Path(explicit).resolve()
+    var = environ.get("DECISIONBOARD_VAR_DIR") or str(BASE_DIR / "var")
+    return Path(var).resolve() / "metrics"
+
+
+def configure(environ: dict | os._Environ = os.environ) -> Path:
+    """Point prometheus-client at this machine's metrics folder, creating it.
+
+    Set, not defaulted: a child process started with another var folder (a test's live server)
+    counts into its own folder, not its parent's.
+    """
+    folder = default_folder(environ)
+    folder.mkdir(parents=True, exist_ok=True)
+    environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
+    return folder
+
+
+def folder() -> Path:
+    return Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+
+
+@contextmanager
+def _locked(path: Path, *, exclusive: bool) -> Iterator[None]:
+    with open(path / ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def process_files(path: Path) -> dict[int, list[Path]]:
+    """The per-process files in `path`, by process id (the archive files excluded)."""
+    found: dict[int, list[Path]] = {}
+    for name in os.listdir(path):
+        match = _PROCESS_FILE.match(name)
+        if match:
+            found.setdefault(int(match.group(2)), []).append(path / name)
+    return found
+
+
+def fold(pid: int, path: Path | None = None) -> int:
+    """Add process `pid`'s counts into the archive files and delete its own; returns how many
+    files it folded. Only for a process that has exited (or is exiting and counts no more)."""
+    from prometheus_client.mmap_dict import MmapedDict
+
+    path = path or folder()
+    folded = 0
+    with _locked(path, exclusive=True):
+        for file in process_files(path).get(pid, []):
+            kind = file.name.split("_", 1)[0]
+            values = list(MmapedDict.read_all_values_from_file(str(file)))
+            archive = MmapedDict(str(path / f"{kind}_{ARCHIVE}.db"))
+            try:
+                for key, value, _timestamp, _pos in values:
+                    current, _ = archive.read_value(key)
+                    archive.write_value(key, current + value, 0.0)
+            finally:
+                archive.close()
+            file.unlink()
+            folded += 1
+    return folded
+
+
+def fold_dead(path: Path | None = None) -> int:
+    """Fold the files of every process that is gone; returns how many files it folded."""
+    path = path or folder()
+    return sum(
+        fold(pid, path) for pid in process_files(path) if pid != os.getpid() and not _alive(pid)
+    )
+
+
+def collect(path: Path | None = None) -> Iterable:
+    """Every counter and histogram of this machine's processes, live and exited, summed."""
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    path = path or folder()
+    fold_dead(path)
+    with _locked(path, exclusive=False):
+        return list(MultiProcessCollector.merge(glob.glob(str(path / "*.db")), accumulate=True))
+
+
+class FilesCollector:
+    """A collector for a scrape's registry: the metrics folder's sums."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+
+    def collect(self) -> Iterable:
+        return collect(self.path)

@@ -1,0 +1,174 @@
+"""`manage.py doctor`: silent success on a production set-up; each thing wrong named, with the
+fix, and exit 1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.utils import timezone
+
+from ops.doctor import configuration
+from tests.test_probes import forget_migration, latest_migration
+from workers import heartbeat, processes
+from workers.queues import Queue
+
+SECRET = "k3y-" + "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ" * 2
+
+
+@pytest.fixture
+def production(postgres, settings, tmp_path):
+    """An installation set up as deploy/ says: every setting, HTTPS, workers on every queue."""
+    settings.VAR_DIR = tmp_path
+    settings.SECRET_KEY = SECRET
+    settings.DEBUG = False
+    settings.ALLOWED_HOSTS = ["decisions.example.com"]
+    settings.SITE_URL = "https://decisions.example.com"
+    settings.DECISIONBOARD = {**settings.DECISIONBOARD, "METRICS_TOKEN": "t" * 12 + "u" * 20}
+    # What DECISIONBOARD_HTTPS=1 turns on (issue 11).
+    settings.SESSION_COOKIE_SECURE = settings.CSRF_COOKIE_SECURE = True
+    settings.SECURE_SSL_REDIRECT = True
+    settings.SECURE_HSTS_SECONDS = 31_536_000
+    settings.SECURE_HSTS_INCLUDE_SUBDOMAINS = settings.SECURE_HSTS_PRELOAD = True
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    for queue in Queue:
+        heartbeat.beat(queue)
+    return settings
+
+
+def doctor() -> tuple[str, CommandError | None]:
+    out = StringIO()
+    try:
+        call_command("doctor", stdout=out)
+    except CommandError as exc:
+        return out.getvalue(), exc
+    return out.getvalue(), None
+
+
+def test_it_finds_nothing_to_fix_in_a_production_set_up(production):
+    output, error = doctor()
+    assert error is None, output
+    assert "FIX" not in output
+    assert output.rstrip().endswith("Nothing to fix.")
+    for line in ("database: postgresql reachable", "all applied", "queue exports: served"):
+        assert line in output
+
+
+def test_it_asks_for_https_until_it_is_set_up(production):
+    production.SESSION_COOKIE_SECURE = production.CSRF_COOKIE_SECURE = False
+    production.SECURE_HSTS_SECONDS = 0
+    output, error = doctor()
+    assert str(error) == "1 thing to fix (see FIX)"
+    assert "not set up for HTTPS (security.W004, security.W012, security.W016)" in output
+    assert "set DECISIONBOARD_HTTPS=1" in output
+
+
+def test_it_rejects_the_secret_key_generated_for_the_embedded_default(production, tmp_path):
+    (tmp_path / "secret_key").write_text(SECRET)
+    output, error = doctor()
+    assert error is not None
+    assert "SECRET_KEY is not set" in output and "set SECRET_KEY in the environment" in output
+
+
+def test_it_names_a_queue_no_worker_serves_and_the_command_to_serve_it(production):
+    heartbeat.beat(Queue.EXPORTS, timezone.now() - timedelta(minutes=5))
+    output, error = doctor()
+    assert str(error) == "1 thing to fix (see FIX)"
+    assert "queue exports: last served 300 s ago" in output
+    assert "celery -A config worker --queues exports" in output
+    assert "queue default: served" in output
+
+
+def test_it_suspects_beat_when_no_queue_is_served(production):
+    for queue in Queue:
+        heartbeat.beat(queue, timezone.now() - timedelta(minutes=3))
+    output, error = doctor()
+    assert str(error) == "4 things to fix (see FIX)"
+    assert "beat, which sends the heartbeats, may be down" in output
+    assert "celery -A config beat" in output
+
+
+def test_it_names_migrations_not_applied(production):
+    app, name = latest_migration()
+    forget_migration(app, name)
+    output, error = doctor()
+    assert str(error) == "1 thing to fix (see FIX)"
+    assert f"1 not applied: {app}.{name}" in output
+    assert "run: python manage.py migrate" in output
+
+
+def test_it_says_when_the_broker_is_unreachable(production):
+    production.REDIS_URL = f"redis://127.0.0.1:{processes.free_port()}/0"
+    output, error = doctor()
+    assert str(error) == "1 thing to fix (see FIX)"
+    assert "broker: Redis at REDIS_URL is unreachable" in output
+    assert "start Redis, or correct REDIS_URL" in output
+
+
+def test_it_says_when_the_database_is_unreachable_and_exits_1(tmp_path):
+    env = dict(
+        os.environ,
+        DATABASE_URL=f"postgres://postgres@127.0.0.1:{processes.free_port()}/decisionboard",
+        DECISIONBOARD_VAR_DIR=str(tmp_path),
+    )
+    done = subprocess.run(
+        [sys.executable, "manage.py", "doctor", "--no-color"], cwd=processes.BASE_DIR, env=env,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "FIX   database: unreachable" in done.stdout
+    assert "start PostgreSQL, or correct DATABASE_URL" in done.stdout
+    assert "migrations\n  FIX   not checked: the database is unreachable" in done.stdout
+    assert "things to fix" in done.stderr
+
+
+GOOD = dict(
+    secret_key=SECRET,
+    generated_secret_key=None,
+    debug=False,
+    allowed_hosts=["decisions.example.com"],
+    database_engine="django.db.backends.postgresql",
+    redis_url="redis://redis:6379/0",
+    site_url="https://decisions.example.com",
+    metrics_token="x" * 40,
+)
+
+
+@pytest.mark.parametrize(
+    ("change", "message", "fix"),
+    [
+        ({"debug": True}, "DEBUG is on", "set DEBUG=0"),
+        ({"allowed_hosts": ["*"]}, "ALLOWED_HOSTS accepts any Host header", "ALLOWED_HOSTS="),
+        ({"allowed_hosts": ["localhost", "127.0.0.1", "[::1]"]}, "names only this machine",
+         "ALLOWED_HOSTS=decisions.example.com"),
+        ({"database_engine": "django.db.backends.sqlite3"}, "the database is SQLite",
+         "DATABASE_URL=postgres://"),
+        ({"secret_key": "short"}, "SECRET_KEY is short", "SECRET_KEY"),
+        ({"generated_secret_key": SECRET}, "SECRET_KEY is not set", "SECRET_KEY"),
+        ({"metrics_token": "abc"}, "DECISIONBOARD_METRICS_TOKEN is shorter", "longer"),
+    ],
+)  # fmt: skip
+def test_each_configuration_mistake_is_a_problem_with_its_fix(change, message, fix):
+    assert not any(f.problem for f in configuration(**GOOD))
+    problems = [f for f in configuration(**{**GOOD, **change}) if f.problem]
+    assert len(problems) == 1
+    assert message in problems[0].message and fix in problems[0].fix
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"redis_url": None}, "REDIS_URL is not set"),
+        ({"site_url": "http://127.0.0.1:8000"}, "SITE_URL is the default"),
+        ({"metrics_token": ""}, "/metrics is off"),
+    ],
+)
+def test_choices_an_operator_may_make_on_purpose_are_notes(change, message):
+    notes = [f for f in configuration(**{**GOOD, **change}) if not f.ok]
+    assert [(n.note, message in n.message) for n in notes] == [(True, True)]
