@@ -378,7 +378,13 @@ def read_rows(
     if not kinds:
         return []
     return reader.read(
-        project_id, grain, start, end + _STEP[grain], kinds=kinds, sketch_kinds=sketch_kinds
+        project_id,
+        grain,
+        start,
+        end + _STEP[grain],
+        kinds=kinds,
+        sketch_kinds=sketch_kinds,
+        parse_sketches=True,  # folded again for every rule, every minute of a preview
     )
 
 

@@ -66,16 +66,21 @@ def read(
     agents: list[str] | None = None,
     sketch_kinds: Iterable[str] = (),
     keep: tuple[str, ...] = COLUMNS,
+    parse_sketches: bool = False,
 ) -> list[Row]:
     """The rows of `grain` in [start, end), of `kinds` (every kind when empty) and `agents`,
-    summed over the columns not in `keep`; rows of `sketch_kinds` with their sketches."""
+    summed over the columns not in `keep`; rows of `sketch_kinds` with their sketches.
+
+    A sketch comes as its stored JSON ({bin: count}), which a page merges as is and parses once
+    per model and bucket; `parse_sketches` makes each a Sketch, for a reader that folds the
+    same rows many times (the alert engine: a thousand rules). Summed rows carry Sketches."""
     first = truncate(start, grain)
     base = queryset(project_id, grain, first, end, agents)
     kinds = tuple(kinds)
     sketch_kinds = tuple(k for k in sketch_kinds if not kinds or k in kinds)
     rows: list[Row] = []
     if sketch_kinds:
-        rows += _with_sketches(base.filter(kind__in=sketch_kinds), first, keep)
+        rows += _with_sketches(base.filter(kind__in=sketch_kinds), first, keep, parse_sketches)
     if kinds:
         plain_kinds = [k for k in kinds if k not in sketch_kinds]
         if plain_kinds:
@@ -121,14 +126,17 @@ def _summed(rows: QuerySet, first: datetime, keep: tuple[str, ...]) -> list[Row]
     return out
 
 
-def _with_sketches(rows: QuerySet, first: datetime, keep: tuple[str, ...]) -> list[Row]:
+def _with_sketches(
+    rows: QuerySet, first: datetime, keep: tuple[str, ...], parse: bool
+) -> list[Row]:
     stored = rows.annotate(
         bucket_text=Cast("bucket", TextField()), sketch_text=Cast("sketch", TextField())
     ).values_list("bucket_text", "kind", "agent", "model", "key", "count", "tokens_in",
                   "tokens_out", "sketch_text").order_by()  # fmt: skip
     if keep == COLUMNS:
+        load = _sketch if parse else orjson.loads
         return [
-            Row(bucket_of(b), kind, agent, model, key, n, t_in, t_out, _sketch(text))
+            Row(bucket_of(b), kind, agent, model, key, n, t_in, t_out, load(text))
             for b, kind, agent, model, key, n, t_in, t_out, text in stored
         ]
     # Summed here: merge each kept cell's sketches (into a copy, never a stored row's).
