@@ -373,19 +373,9 @@ def read_rows(
     grain: Grain = Grain.MINUTE,
 ) -> list[Row]:
     """The rows of `grain` with buckets from `start` to `end` (both included) of the kinds the
-    queries read, through records.reader: sketches only for the latency metrics' kinds."""
-    kinds, sketch_kinds = _split_kinds(queries)
-    if not kinds:
-        return []
-    return reader.read(
-        project_id,
-        grain,
-        start,
-        end + _STEP[grain],
-        kinds=kinds,
-        sketch_kinds=sketch_kinds,
-        parse_sketches=True,  # folded again for every rule, every minute of a preview
-    )
+    queries read, through records.reader: sketches only for the latency metrics' kinds,
+    parsed, as they are folded again for every rule and every minute of a preview."""
+    return _read(project_id, queries, start, end, grain, parse_sketches=True)
 
 
 def read_window(
@@ -397,6 +387,10 @@ def read_window(
 ) -> list[Row]:
     """`collapse(read_rows(...), start)`: the window's rows added up per (kind, agent, model,
     key) and dated `start`, the database adding up what it can (records.reader)."""
+    return _read(project_id, queries, start, end, grain, keep=("kind", "agent", "model", "key"))
+
+
+def _read(project_id, queries, start, end, grain, **options) -> list[Row]:
     kinds, sketch_kinds = _split_kinds(queries)
     if not kinds:
         return []
@@ -407,5 +401,5 @@ def read_window(
         end + _STEP[grain],
         kinds=kinds,
         sketch_kinds=sketch_kinds,
-        keep=("kind", "agent", "model", "key"),
+        **options,
     )
