@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 import orjson
 from django.db import connection, transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from records import keys, streaks
@@ -640,15 +640,19 @@ def _mark_dirty(keys: list[tuple]) -> None:
 
 
 def _raw_verdicts(keys: list[tuple], last_id: int) -> dict[tuple, list]:
+    """The verdicts (folded in: id <= last_id) of these (project, model, minute) keys, in
+    (ts, key) order: one query per project over the spans their minutes make (adjacent minutes
+    joined), so that a late minute from days ago does not read the days in between."""
     wanted = set(keys)
     by_project = _models_by_project(keys)
     out: dict[tuple, list] = defaultdict(list)
-    start = min(k[2] for k in keys)
-    end = max(k[2] for k in keys) + timedelta(minutes=1)
     for project, models in by_project.items():
+        spans = Q()
+        for start, end in _spans(sorted({k[2] for k in keys if k[0] == project})):
+            spans |= Q(ts__gte=start, ts__lt=end)
         rows = (
-            Record.objects.filter(project_id=project, kind=VERDICT, model__in=models,
-                                  ts__gte=start, ts__lt=end, id__lte=last_id)
+            Record.objects.filter(spans, project_id=project, kind=VERDICT, model__in=models,
+                                  id__lte=last_id)
             .order_by("ts", "record_key")
             .values_list("model", "ts", "record_key", "outcome")
         )  # fmt: skip
@@ -657,6 +661,29 @@ def _raw_verdicts(keys: list[tuple], last_id: int) -> dict[tuple, list]:
             if key in wanted:
                 out[key].append((outcome, ts, record_key))
     return out
+
+
+def _spans(minutes: list[datetime], most: int = 50) -> list[tuple[datetime, datetime]]:
+    """[start, end) spans covering the sorted `minutes`, adjacent ones joined; past `most`
+    spans, the nearest are joined too (a bounded OR, reading a few minutes more)."""
+    step = timedelta(minutes=1)
+    spans = [[minutes[0], minutes[0] + step]]
+    for minute in minutes[1:]:
+        if minute <= spans[-1][1]:
+            spans[-1][1] = minute + step
+        else:
+            spans.append([minute, minute + step])
+    if len(spans) > most:  # close the smallest gaps, all in one go
+        gaps = sorted(range(len(spans) - 1), key=lambda i: spans[i + 1][0] - spans[i][1])
+        closed = set(gaps[: len(spans) - most])
+        joined = [spans[0]]
+        for i, span in enumerate(spans[1:]):
+            if i in closed:
+                joined[-1] = [joined[-1][0], span[1]]
+            else:
+                joined.append(span)
+        spans = joined
+    return [(start, end) for start, end in spans]
 
 
 def _models_by_project(keys) -> dict[int, set[str]]:

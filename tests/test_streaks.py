@@ -47,3 +47,22 @@ def test_an_unavailable_classifier_leaves_the_streak_alone():
     ]
     seg = streaks.of_verdicts(seq)
     assert (seg.current, seg.longest) == (2, 2)
+
+
+def test_the_minutes_a_late_verdict_reread_are_read_as_few_spans():
+    from datetime import UTC, datetime, timedelta
+
+    from records.rollup import _spans
+
+    t = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
+    m = timedelta(minutes=1)
+    # Adjacent minutes join; a minute days away is its own span, not days of verdicts between.
+    assert _spans([t, t + m, t + 2 * m, t + 3 * timedelta(days=1)]) == [
+        (t, t + 3 * m),
+        (t + 3 * timedelta(days=1), t + 3 * timedelta(days=1) + m),
+    ]
+    # Past `most` spans, the nearest are joined: every minute still covered.
+    minutes = [t + i * 3 * m for i in range(10)]
+    joined = _spans(minutes, most=4)
+    assert len(joined) == 4
+    assert all(any(s <= minute < e for s, e in joined) for minute in minutes)
