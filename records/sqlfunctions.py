@@ -32,6 +32,25 @@ def json_add(a: str | None, b: str | None) -> str:
     return json.dumps(out, separators=(",", ":"))
 
 
+def fast_timestamps(cursor) -> None:
+    """Have this (Django) cursor load timestamptz with psycopg's C loader.
+
+    Django registers a Python subclass of psycopg's loader (to set the tzinfo it wants), and a
+    Python loader never gets psycopg's C version: a column of timestamps costs ~2.5 µs a value
+    instead of ~0.6 µs, a fifth of a catch-up pass. The C loader gives the session's time zone,
+    which Django sets to its own; so only where that is UTC, as Decisionboard runs (settings:
+    USE_TZ, TIME_ZONE "UTC"), and the values are the same datetimes, tzinfo included.
+    """
+    from django.db import connection
+
+    if connection.vendor != "postgresql" or connection.timezone_name != "UTC":
+        return
+    from psycopg.types.datetime import TimestamptzLoader
+
+    # A psycopg class registered by name is swapped for its C version when there is one.
+    cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
+
+
 def register_sqlite(sender, connection, **kwargs) -> None:
     if connection.vendor == "sqlite":
         connection.connection.create_function("json_add", 2, json_add, deterministic=True)

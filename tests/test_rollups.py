@@ -434,3 +434,36 @@ def test_the_catch_up_keeps_its_tables_analysed_as_they_grow(postgres, alice):
     assert rollup.analyze_if_grown(min_records=500)
     assert estimated_rows() >= 600  # analysed: the planner now knows the table's size
     assert not rollup.analyze_if_grown(min_records=500)  # nothing grew since
+
+
+def test_a_pass_read_in_chunks_equals_small_passes(alice, monkeypatch):
+    """A pass streams its records in chunks (records.rollup._fetch): one large pass over many
+    chunks gives what many small passes give."""
+    ingest(alice, rollup_data.build(700, seed=11))
+    rollup.catch_up(batch_size=50)
+    small = _snapshot(alice.project)
+    _forget_rollups(alice.project)
+    monkeypatch.setattr(rollup, "_CHUNK", 64)  # 700 records: eleven chunks in one pass
+    assert rollup.catch_up(batch_size=10_000) == 700
+    assert _snapshot(alice.project) == small
+
+
+def test_the_catch_up_loads_timestamps_as_django_does(postgres):
+    """records.sqlfunctions.fast_timestamps swaps Django's Python timestamptz loader for
+    psycopg's C one: the same aware datetimes, tzinfo included, to the microsecond."""
+    from records.sqlfunctions import fast_timestamps
+
+    sql = (
+        "SELECT t FROM (VALUES ('2026-11-20 23:59:59.999999+00'::timestamptz), "
+        "('2026-03-29 01:30:00.000001+02'), ('1999-12-31 12:00:00-11:30'), (NULL)) v(t)"
+    )
+    with postgres.cursor() as cursor:
+        cursor.execute(sql)
+        django_loaded = cursor.fetchall()
+    with postgres.cursor() as cursor:
+        fast_timestamps(cursor)
+        cursor.execute(sql)
+        fast = cursor.fetchall()
+        assert cursor.cursor.adapters.get_loader(1184, 0).__module__.startswith("psycopg_binary")
+    assert fast == django_loaded
+    assert [repr(t.tzinfo) for (t,) in fast if t] == [repr(t.tzinfo) for (t,) in django_loaded if t]
