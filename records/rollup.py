@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 import orjson
 from django.db import connection, transaction
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.utils import timezone
 
 from records import keys, streaks
@@ -281,8 +281,11 @@ def _fetch(after: int, upto: int) -> Iterator[list[tuple]]:
 def _parse_ts(rows: list[tuple]) -> list[tuple]:
     """SQLite hands timestamps over as text."""
     at = _FIELDS.index("ts")
-    parse = connection.ops.convert_datetimefield_value
-    return [(*r[:at], parse(r[at], None, connection), *r[at + 1 :]) for r in rows]
+    return [(*r[:at], _parse_time(r[at]), *r[at + 1 :]) for r in rows]
+
+
+def _parse_time(value) -> datetime:
+    return connection.ops.convert_datetimefield_value(value, None, connection)
 
 
 def _models_named(model: str | None, named: str | None) -> list[str]:
@@ -626,8 +629,7 @@ def fold_dirty_streaks() -> int:
         )
         if not dirty:
             return 0
-        raw = _raw_verdicts(dirty, watermark.last_id)
-        minutes = {key: streaks.of_verdicts(raw.get(key, ())) for key in dirty}
+        minutes = _dirty_segments(dirty, watermark.last_id)
         _save_segments(Grain.MINUTE, minutes)
         _fold_upwards(minutes)
     return len(dirty)
@@ -662,27 +664,50 @@ def _mark_dirty(keys: list[tuple]) -> None:
         )
 
 
-def _raw_verdicts(keys: list[tuple], last_id: int) -> dict[tuple, list]:
-    """The verdicts (folded in: id <= last_id) of these (project, model, minute) keys, in
-    (ts, key) order: one query per project over the spans their minutes make (adjacent minutes
-    joined), so that a late minute from days ago does not read the days in between."""
+def _dirty_segments(keys: list[tuple], last_id: int) -> dict[tuple, streaks.Segment]:
+    """The segments of these (project, model, minute) keys recomputed from their verdicts
+    (folded in: id <= last_id).
+
+    One query per project over the spans their minutes make (adjacent minutes joined, so a late
+    minute from days ago does not read the days in between), in (ts, key) order and streamed:
+    each minute is folded as soon as the next begins, so the worker holds one minute's verdicts
+    at a time, not a shuffled backlog's.
+    """
     wanted = set(keys)
-    by_project = _models_by_project(keys)
-    out: dict[tuple, list] = defaultdict(list)
-    for project, models in by_project.items():
-        spans = Q()
-        for start, end in _spans(sorted({k[2] for k in keys if k[0] == project})):
-            spans |= Q(ts__gte=start, ts__lt=end)
-        rows = (
-            Record.objects.filter(spans, project_id=project, kind=VERDICT, model__in=models,
-                                  id__lte=last_id)
-            .order_by("ts", "record_key")
-            .values_list("model", "ts", "record_key", "outcome")
-        )  # fmt: skip
-        for model, ts, record_key, outcome in rows.iterator(chunk_size=10_000):
-            key = (project, model, truncate(ts, Grain.MINUTE))
-            if key in wanted:
-                out[key].append((outcome, ts, record_key))
+    out = {key: streaks.of_verdicts(()) for key in keys}
+    pending: dict[tuple, list] = defaultdict(list)
+
+    def fold_pending() -> None:
+        for key, verdicts in pending.items():
+            out[key] = streaks.of_verdicts(verdicts)
+        pending.clear()
+
+    for project, models in _models_by_project(keys).items():
+        spans = _spans(sorted({k[2] for k in keys if k[0] == project}))
+        where = " OR ".join(["(ts >= %s AND ts < %s)"] * len(spans))
+        sql = (
+            f"SELECT model, ts, record_key, outcome FROM {Record._meta.db_table} "
+            f"WHERE project_id = %s AND kind = %s AND model IN ({', '.join(['%s'] * len(models))}) "
+            f"AND id <= %s AND ({where}) ORDER BY ts, record_key"
+        )
+        params = [project, VERDICT, *sorted(models), last_id,
+                  *(_db_time(t) for span in spans for t in span)]  # fmt: skip
+        current = None
+        with connection.chunked_cursor() as cursor:
+            fast_timestamps(cursor)
+            cursor.execute(sql, params)
+            while rows := cursor.fetchmany(_CHUNK):
+                if connection.vendor != "postgresql":
+                    rows = [(m, _parse_time(ts), k, o) for m, ts, k, o in rows]
+                for model, ts, record_key, outcome in rows:
+                    minute = truncate(ts, Grain.MINUTE)
+                    if minute != current:  # every verdict of the minutes before is in
+                        fold_pending()
+                        current = minute
+                    key = (project, model, minute)
+                    if key in wanted:
+                        pending[key].append((outcome, ts, record_key))
+        fold_pending()
     return out
 
 
