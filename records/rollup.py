@@ -121,21 +121,32 @@ class _Batch:
     def add(self, row: tuple) -> None:
         (record_id, project, kind, agent, model, key, ts, latency, t_in, t_out, run_id,
          record_key, outcome, named, *flags, tool_call_id, violations) = row  # fmt: skip
-        minute = truncate(ts, Grain.MINUTE)
+        # Per record, so written for speed: a pass calls this 100,000 times.
+        minute = ts.replace(second=0, microsecond=0)
         cell = self.cells[(project, minute, kind, agent or "", model or "", key)]
         cell.count += 1
-        cell.tokens_in += t_in or 0
-        cell.tokens_out += t_out or 0
+        if t_in:
+            cell.tokens_in += t_in
+        if t_out:
+            cell.tokens_out += t_out
         if latency is not None:
             cell.latency_sum += latency
             cell.sketch.add(latency)
         run = self.runs[(project, run_id)]
-        run.first_ts = ts if run.first_ts is None else min(run.first_ts, ts)
-        run.last_ts = ts if run.last_ts is None else max(run.last_ts, ts)
+        if run.first_ts is None:
+            run.first_ts = run.last_ts = ts
+        elif ts < run.first_ts:
+            run.first_ts = ts
+        elif ts > run.last_ts:
+            run.last_ts = ts
         run.kinds[kind] += 1
-        for name in _models_named(model, named):
-            run.models[name] += 1
-        run.flags.update(name for name, on in zip(_FLAGS, flags, strict=True) if on)
+        if named:
+            for name in _models_named(model, named):
+                run.models[name] += 1
+        elif model:
+            run.models[model] += 1
+        if True in flags:
+            run.flags.update(name for name, on in zip(_FLAGS, flags, strict=True) if on)
         if violations:
             if isinstance(violations, str):  # SQLite hands JSON over as text
                 violations = orjson.loads(violations)
