@@ -2,10 +2,11 @@
 
 The catch-up (records.rollup) folds records in id order in a few lanes of projects, each with a
 watermark, so its lag is its worst lane's: a project's charts wait behind every record above its
-lane's watermark, whichever of the lane's projects sent it. Everything here comes from indexed lookups that cost
-the same on ten records or ten million, with or without planner statistics: the watermark row,
-the newest id (max over the primary key) and the oldest pending record (the first id above the
-watermark). Counting the pending records exactly would scan them, on every page view, while
+lane's watermark, whichever of the lane's projects sent it. Everything here comes from indexed
+lookups that cost the same on ten records or ten million, with or without planner statistics:
+the lanes' watermark rows, the newest id (max over the primary key) and each lane's oldest
+pending record (its first id above the watermark, among a bounded window: LANE_WINDOW).
+Counting the pending records exactly would scan them, on every page view, while
 the backlog is largest; so the count is the span of ids from the oldest pending record to the
 newest, an upper bound (ids used up by duplicate inserts and rolled-back batches count too), and
 marked as an estimate when it may be one.
@@ -19,7 +20,7 @@ from django.db.models.functions import Mod
 from django.utils import timezone
 
 from records.models import Record
-from records.rollup import parse_lane_name, lane_watermarks
+from records.rollup import lane_watermarks, parse_lane_name
 
 
 def describe(

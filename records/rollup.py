@@ -371,9 +371,7 @@ def _switch_lanes(lanes: int, batch_size: int) -> None:
             old_lane, old_lanes = parse_lane_name(name)
             while True:
                 with transaction.atomic():
-                    watermark = (
-                        Watermark.objects.select_for_update().filter(name=name).first()
-                    )
+                    watermark = Watermark.objects.select_for_update().filter(name=name).first()
                     if watermark is None or watermark.last_id >= top:
                         break  # switched meanwhile, or there
                     _fold(watermark, old_lane, old_lanes, batch_size, top)

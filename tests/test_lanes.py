@@ -137,7 +137,9 @@ def test_a_change_of_lanes_folds_the_lagging_lanes_up_to_the_leader_first(db):
     projects = [Project.objects.create(name=f"p{i}") for i in range(4)]
     for project, part in zip(projects, parts, strict=True):
         store(project, part)
-    first = Record.objects.filter(project=projects[0]).order_by("id").values_list("id", flat=True)[0]
+    first = (
+        Record.objects.filter(project=projects[0]).order_by("id").values_list("id", flat=True)[0]
+    )
     _start_at(first - 1, lanes=4)
     leader = rollup.lane_of(projects[0].pk, 4)
     rollup.catch_up(lane=leader, lanes=4, max_seconds=600)  # one lane at the end, three behind
@@ -235,5 +237,5 @@ def test_ingest_nudges_the_lane_of_its_project_once_a_second(alice, nudges):
         response = alice.client().post("/api/v1/records", record(), format="json")
         assert response.status_code == 200
     assert nudges == [(lane,)]
-    assert dispatch.request_catch_up((alice.project.pk + 1))  # another lane: its own debounce
+    assert dispatch.request_catch_up(alice.project.pk + 1)  # another lane: its own debounce
     assert nudges == [(lane,), ((lane + 1) % 4,)]
