@@ -265,9 +265,9 @@ def _reset(projects: list, last_id: int, lanes: int) -> None:
         Watermark.objects.update_or_create(name="analyzed", defaults={"last_id": 2**62})
 
 
-def fold_with_lanes(lanes: int, records: int) -> tuple[float, list[float]]:
+def fold_with_lanes(lanes: int, records: int) -> tuple[float, list[float], float]:
     """Every lane a process, all started at one instant; returns (records/s overall, each
-    lane's records/s)."""
+    lane's records/s, the share of the lanes' wall time spent on their own CPU)."""
     start = time.time() + 4.0  # after every child has set Django up
     env = dict(os.environ, DATABASE_URL=_url(), DJANGO_SETTINGS_MODULE="config.settings")
     children = [
@@ -285,7 +285,8 @@ def fold_with_lanes(lanes: int, records: int) -> tuple[float, list[float]]:
     folded = sum(r["folded"] for r in results)
     assert folded == records, (folded, records)
     seconds = max(r["end"] for r in results) - start
-    return folded / seconds, [r["folded"] / (r["end"] - start) for r in results]
+    cpu_share = sum(r["cpu"] for r in results) / sum(r["end"] - start for r in results)
+    return folded / seconds, [r["folded"] / (r["end"] - start) for r in results], cpu_share
 
 
 def lane_child(lane: int, lanes: int, start: float) -> None:
@@ -298,8 +299,11 @@ def lane_child(lane: int, lanes: int, start: float) -> None:
 
     connection.ensure_connection()
     time.sleep(max(0.0, start - time.time()))
+    cpu = time.process_time()
     folded = rollup.catch_up(lane=lane, lanes=lanes, max_seconds=3600)
-    print(json.dumps({"folded": folded, "end": time.time()}), flush=True)
+    # The worker's own CPU time: the rest of the wall time it waited on PostgreSQL (or a core).
+    cpu = time.process_time() - cpu
+    print(json.dumps({"folded": folded, "end": time.time(), "cpu": cpu}), flush=True)
 
 
 def main() -> None:
@@ -373,11 +377,12 @@ def run(args) -> None:
     one = None
     for lanes in (int(n) for n in args.lanes.split(",")):
         _reset(lane_projects, first - 1, lanes)
-        rate, per_lane = fold_with_lanes(lanes, args.lane_records)
+        rate, per_lane, cpu_share = fold_with_lanes(lanes, args.lane_records)
         one = one or rate
         print(f"catch-up with {lanes} lane(s): {rate:,.0f} records/s, {rate / one:.2f}x one lane"
               f"{' (goal >= 1.6)' if lanes == 2 else ''}; per lane: "
-              f"{', '.join(f'{r:,.0f}' for r in per_lane)} records/s  [{cores} cores]",
+              f"{', '.join(f'{r:,.0f}' for r in per_lane)} records/s; the lanes' own CPU "
+              f"{cpu_share:.0%} of their time  [{cores} cores]",
               flush=True)  # fmt: skip
 
 
