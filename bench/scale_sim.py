@@ -34,10 +34,11 @@ import random
 import zlib
 from dataclasses import dataclass
 
-# Measured on this machine (2 cores, PostgreSQL 15, autovacuum off): bench/scale.py, 2026-12-01,
-# the lane backlog of 400,000 demo records over 8 projects on top of 1,000,000 (docs/scale.md).
-LANE_RATE = 9_000.0
-LANE_CPU_SHARE = 0.6
+# Measured on this machine (2 cores, PostgreSQL 15, autovacuum off, other work running):
+# bench/scale.py, 2026-12-01, backlogs of 300,000-400,000 demo records over 8 projects; the
+# median of five one-lane runs (10.6k-22.4k records/s) and of their own-CPU shares (29-49 %).
+LANE_RATE = 16_000.0
+LANE_CPU_SHARE = 0.39
 COPY_RATE = 35_600.0  # rows/s of COPY into the records table (FACTS.md, docs/benchmarks.md)
 LAG_GOAL = 5.0
 DEBOUNCE = 1.0
@@ -82,6 +83,7 @@ def simulate(args, rate: float, shards: int, lanes_per_shard: int, split: bool) 
     backlog = dict.fromkeys(lane_share, 0.0)
     lags: list[tuple[float, float]] = []  # (lag, records)
     busy: list[float] = []  # each node's share of its cores, each second
+    most = 0.0  # the largest backlog of any lane at any second
     for second in range(args.seconds):
         level = 1 + 0.2 * math.sin(2 * math.pi * second / args.seconds)
         if args.seconds // 2 <= second < args.seconds // 2 + 60:
@@ -98,6 +100,7 @@ def simulate(args, rate: float, shards: int, lanes_per_shard: int, split: bool) 
             for k in mine:
                 done = wanted[k] * scale
                 backlog[k] = backlog[k] + arrived[k] - done
+                most = max(most, backlog[k])
                 waiting = backlog[k] / max(done, 1e-9) if backlog[k] > 1 else 0.0
                 lags.append((DEBOUNCE + waiting, arrived[k]))
     lags.sort()
@@ -109,7 +112,7 @@ def simulate(args, rate: float, shards: int, lanes_per_shard: int, split: bool) 
             p95 = lag
             break
     worker_cores = rate * args.lane_cpu_share / args.lane_rate  # the lanes' own CPU, on average
-    return Outcome(shards, lanes_per_shard, p95, int(max(backlog.values())),
+    return Outcome(shards, lanes_per_shard, p95, int(most),
                    sum(busy) / len(busy), worker_cores)  # fmt: skip
 
 
@@ -163,6 +166,11 @@ def main() -> None:
         biggest = project_rates(args.projects, args.skew, rate)[0]
         print(f"\n{scale:g}x today = {rate:,.0f} records/s ({rate * 86400 / 1e9:,.2f} billion a "
               f"day); the largest project sends {biggest:,.0f}/s")  # fmt: skip
+        per_record = (1 - args.lane_cpu_share) / args.lane_rate + 1 / args.copy_rate
+        if biggest * per_record > args.node_cores * args.headroom:
+            print(f"  LIMIT: the largest project alone needs {biggest * per_record:.1f} cores of "
+                  "its database node (its shard is one node's): a bigger node, or the project "
+                  "on a node of its own (Citus tenant isolation)")  # fmt: skip
         if biggest > args.lane_rate * args.headroom:
             print(f"  LIMIT: the largest project alone needs {biggest / args.lane_rate:.1f} "
                   "lanes; lanes by project cannot split it (docs/scale.md)")  # fmt: skip
