@@ -68,7 +68,7 @@ def freshness(now: datetime | None = None) -> dict:
         lane, count = parse_lane_name(name)
         oldest = _oldest_pending(last_id, lane, count) if newest > last_id else None
         lanes.append((lane, last_id, last_pass_at, oldest))
-    lanes.sort()
+    lanes.sort(key=lambda lane: lane[0])
     if not lanes:  # before the first pass: one lane at 0
         lanes = [(0, 0, None, _oldest_pending(0, 0, 1) if newest else None)]
     pending = [oldest for *_, oldest in lanes if oldest]
