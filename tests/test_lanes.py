@@ -239,3 +239,30 @@ def test_ingest_nudges_the_lane_of_its_project_once_a_second(alice, nudges):
     assert nudges == [(lane,)]
     assert dispatch.request_catch_up(alice.project.pk + 1)  # another lane: its own debounce
     assert nudges == [(lane,), ((lane + 1) % 4,)]
+
+
+def test_metrics_show_each_lane_and_the_worst_one(db, settings):
+    """/metrics, parsed as Prometheus would: a lane no worker ran shows its age and lag."""
+    from django.test import Client
+
+    from tests.metrics_scrape import TOKEN, parse, value
+
+    settings.DECISIONBOARD = {**settings.DECISIONBOARD, "METRICS_TOKEN": TOKEN}
+    _start_at(_newest_id())
+    projects = [Project.objects.create(name=f"p{i}") for i in range(2)]
+    for project in projects:
+        store(project, corpus(30, seed=project.pk))
+    _start_at(_newest_id() - 100, lanes=2)
+    rollup.catch_up(lane=0, lanes=2)
+    response = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    samples = parse(response.content.decode())
+    assert value(samples, "decisionboard_catchup_lane_watermark_id", lane="0") == _newest_id()
+    assert value(samples, "decisionboard_catchup_lane_watermark_id", lane="1") == _newest_id() - 100
+    assert value(samples, "decisionboard_catchup_lane_lag_seconds", lane="0") == 0
+    lag = value(samples, "decisionboard_catchup_lane_lag_seconds", lane="1")
+    assert lag > 0 and value(samples, "decisionboard_catchup_lag_seconds") == lag
+    assert value(samples, "decisionboard_catchup_lane_last_pass_age_seconds", lane="0") < 60
+    assert value(samples, "decisionboard_catchup_lane_last_pass_age_seconds", lane="1") == float(
+        "inf"
+    )
+    assert value(samples, "decisionboard_catchup_last_pass_age_seconds") == float("inf")
