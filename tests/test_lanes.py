@@ -266,3 +266,33 @@ def test_metrics_show_each_lane_and_the_worst_one(db, settings):
         "inf"
     )
     assert value(samples, "decisionboard_catchup_last_pass_age_seconds") == float("inf")
+
+
+def test_two_lane_processes_at_once_equal_one_lane(transactional_db, postgres, tmp_path):
+    """The lanes as workers run them: two processes folding at the same time, each its lane."""
+    import os
+    import sys
+
+    from tests.conftest import database_url
+    from workers import processes
+
+    records = corpus(600, seed=21)
+    parts = [records[i::4] for i in range(4)]
+    want = _one_lane(parts)
+    projects = [Project.objects.create(name=f"p{i}") for i in range(4)]
+    for project, part in zip(projects, parts, strict=True):
+        store(project, part)
+    first = Record.objects.filter(project__in=projects).order_by("id").values_list("id", flat=True)
+    _start_at(first[0] - 1, lanes=2)
+    env = dict(os.environ, DATABASE_URL=database_url(), DECISIONBOARD_VAR_DIR=str(tmp_path))
+    workers = []
+    for lane in range(2):
+        code = f"from records.rollup import catch_up; catch_up(lane={lane}, lanes=2, batch_size=50)"
+        log = open(tmp_path / f"lane-{lane}.log", "w")  # noqa: SIM115 (closed below)
+        cmd = [sys.executable, "manage.py", "shell", "-c", code]
+        workers.append((processes.spawn(cmd, env=env, log=log), log))
+    for worker, log in workers:
+        assert worker.wait(timeout=120) == 0, (tmp_path / "lane-0.log").read_text()
+        log.close()
+    assert [_snapshot(project) for project in projects] == want
+    assert set(_lanes_in_use().values()) == {_newest_id()}
