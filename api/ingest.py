@@ -73,7 +73,7 @@ class IngestView(APIView):
             request.auth.project, parsed.records, result.rejected, result.valid, result, now
         )
         if result.accepted:
-            request_catch_up()  # after the commit; best effort
+            request_catch_up(request.auth.project_id)  # after the commit; best effort
         return Response(
             result.body(),
             status=status.HTTP_207_MULTI_STATUS if result.rejected else status.HTTP_200_OK,

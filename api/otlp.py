@@ -88,7 +88,7 @@ class OtlpTracesView(APIView):
         stored = store_records(request.auth.project_id, result.records, now)
         count_otlp_ingest(request.auth.project, result, stored, now)
         if stored.accepted:
-            request_catch_up()  # after the commit; best effort
+            request_catch_up(request.auth.project_id)  # after the commit; best effort
         body = otlp.encode_response(otlp.export_response(result), encoding)
         return HttpResponse(body, content_type=encoding)
 

@@ -15,7 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_int, env_rate, env_size, env_str
 from workers.queues import ROUTES, TASK_QUEUES, Queue
-from workers.schedule import BEAT_SCHEDULE
+from workers.schedule import beat_schedule
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("DECISIONBOARD_VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -271,6 +271,13 @@ DECISIONBOARD = {
     "INGEST_RATE_LIMIT": env_rate("DECISIONBOARD_INGEST_RATE_LIMIT", "1000/s"),
     "MAX_DATA_BYTES": env_size("DECISIONBOARD_MAX_DATA_BYTES", "256KB"),
     "MAX_FUTURE_SECONDS": env_int("DECISIONBOARD_MAX_FUTURE_SECONDS", 300, minimum=0),
+    # The catch-up's lanes (records.rollup): projects split by id into this many, each folded by
+    # its own task and watermark, so that as many worker processes fold records in parallel.
+    # Default 1: SQLite (the embedded default) runs one writer at a time, and `manage.py serve`'s
+    # default worker has two slots that heartbeats and the alert tick share; set it to the
+    # worker processes you give the catch-up on PostgreSQL (docs/scale.md). Changing it on a
+    # running installation is safe (records.rollup._switch_lanes).
+    "CATCHUP_LANES": env_int("DECISIONBOARD_CATCHUP_LANES", 1, minimum=1),
     # After each ingest commit, enqueue a (debounced) catch-up so rollups follow within seconds.
     "NUDGE_WORKERS": env_bool("DECISIONBOARD_NUDGE_WORKERS", True),
     # Export job files are deleted this long after they finish.
@@ -330,7 +337,7 @@ CELERY_WORKER_MAX_MEMORY_PER_CHILD = (
 )
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
+CELERY_BEAT_SCHEDULE = beat_schedule(DECISIONBOARD["CATCHUP_LANES"])
 
 LOGGING = {
     "version": 1,

@@ -55,9 +55,33 @@ def catch_up() -> Iterator:
     last = state["last_pass_at"]
     yield _gauge(
         "decisionboard_catchup_last_pass_age_seconds",
-        "Seconds since the last catch-up pass (+Inf: never).",
+        "Seconds since the last catch-up pass of the stalest lane (+Inf: never).",
         (now - last).total_seconds() if last else math.inf,
     )
+    # Each lane's (records.rollup): the figures above are the worst lane's.
+    lane_lag = GaugeMetricFamily(
+        "decisionboard_catchup_lane_lag_seconds",
+        "How long the oldest record of the lane's projects not yet folded in has waited.",
+        labels=["lane"],
+    )
+    lane_mark = GaugeMetricFamily(
+        "decisionboard_catchup_lane_watermark_id",
+        "The id up to which the lane has folded its projects' records (its rate is the lane's "
+        "throughput in ids).",
+        labels=["lane"],
+    )
+    lane_age = GaugeMetricFamily(
+        "decisionboard_catchup_lane_last_pass_age_seconds",
+        "Seconds since the lane's last catch-up pass (+Inf: never).",
+        labels=["lane"],
+    )
+    for lane in state["lanes"]:
+        label = [str(lane["lane"])]
+        lane_lag.add_metric(label, lane["lag_seconds"])
+        lane_mark.add_metric(label, lane["watermark_id"])
+        passed = lane["last_pass_at"]
+        lane_age.add_metric(label, (now - passed).total_seconds() if passed else math.inf)
+    yield from (lane_lag, lane_mark, lane_age)
 
 
 def heartbeats() -> Iterator:

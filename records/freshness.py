@@ -1,11 +1,12 @@
 """How far the rollups lag the records, in constant time whatever the backlog (DESIGN §9).
 
-The catch-up pass (records.rollup) folds records in id order for every project at once, so its
-lag is one figure for the whole installation: a project's charts wait behind every record above
-the watermark, whichever project sent it. Everything here comes from indexed lookups that cost
-the same on ten records or ten million, with or without planner statistics: the watermark row,
-the newest id (max over the primary key) and the oldest pending record (the first id above the
-watermark). Counting the pending records exactly would scan them, on every page view, while
+The catch-up (records.rollup) folds records in id order in a few lanes of projects, each with a
+watermark, so its lag is its worst lane's: a project's charts wait behind every record above its
+lane's watermark, whichever of the lane's projects sent it. Everything here comes from indexed
+lookups that cost the same on ten records or ten million, with or without planner statistics:
+the lanes' watermark rows, the newest id (max over the primary key) and each lane's oldest
+pending record (its first id above the watermark, among a bounded window: LANE_WINDOW).
+Counting the pending records exactly would scan them, on every page view, while
 the backlog is largest; so the count is the span of ids from the oldest pending record to the
 newest, an upper bound (ids used up by duplicate inserts and rolled-back batches count too), and
 marked as an estimate when it may be one.
@@ -15,10 +16,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.db.models.functions import Mod
 from django.utils import timezone
 
-from records.models import Record, Watermark
-from records.rollup import WATERMARK
+from records.models import Record
+from records.rollup import lane_watermarks, parse_lane_name
 
 
 def describe(
@@ -47,20 +49,65 @@ def describe(
     }
 
 
+# How many records above a lane's watermark freshness looks through for the lane's own first
+# one: a bounded read. A lane whose projects send fewer than one record in this many is given
+# the first record above its watermark, whichever lane it is of: an overstatement, never less.
+LANE_WINDOW = 1_000
+
+
 def freshness(now: datetime | None = None) -> dict:
-    """Three indexed reads: the watermark, max(id), and the first record above the watermark."""
-    watermark = Watermark.objects.filter(name=WATERMARK).values("last_id", "last_pass_at").first()
-    last_id = watermark["last_id"] if watermark else 0
+    """The catch-up's freshness: its worst lane's (the lowest watermark, the oldest pending
+    record), and each lane's under "lanes". Per lane: the watermark row, and the first record
+    above it among LANE_WINDOW; plus one max(id) read. Indexed reads only."""
+    now = now or timezone.now()
     newest = Record.objects.order_by("-id").values_list("id", flat=True).first() or 0
-    oldest = None
-    if newest > last_id:
-        oldest = (
-            Record.objects.filter(id__gt=last_id).order_by("id").values_list("id", "received_at")
-        ).first()
-    return describe(
-        watermark_id=last_id,
-        last_pass_at=watermark["last_pass_at"] if watermark else None,
+    lanes = []
+    for name, last_id, last_pass_at in lane_watermarks().values_list(
+        "name", "last_id", "last_pass_at"
+    ):
+        lane, count = parse_lane_name(name)
+        oldest = _oldest_pending(last_id, lane, count) if newest > last_id else None
+        lanes.append((lane, last_id, last_pass_at, oldest))
+    lanes.sort(key=lambda lane: lane[0])
+    if not lanes:  # before the first pass: one lane at 0
+        lanes = [(0, 0, None, _oldest_pending(0, 0, 1) if newest else None)]
+    pending = [oldest for *_, oldest in lanes if oldest]
+    passes = [last_pass_at for _, _, last_pass_at, _ in lanes]
+    out = describe(
+        watermark_id=min(last_id for _, last_id, _, _ in lanes),
+        # The stalest lane: a lane whose worker stopped shows, however busy the others are.
+        last_pass_at=None if None in passes else min(passes),
         newest_id=newest,
-        oldest_pending=oldest,
-        now=now or timezone.now(),
+        # The lowest pending id (the span of ids to the newest) and the longest wait.
+        oldest_pending=(
+            (min(p[0] for p in pending), min(p[1] for p in pending)) if pending else None
+        ),
+        now=now,
     )
+    out["lanes"] = [
+        {"lane": lane, **describe(watermark_id=last_id, last_pass_at=last_pass_at,
+                                  newest_id=newest, oldest_pending=oldest, now=now)}
+        for lane, last_id, last_pass_at, oldest in lanes
+    ]  # fmt: skip
+    return out
+
+
+def _oldest_pending(last_id: int, lane: int, lanes: int) -> tuple[int, datetime] | None:
+    """(id, received_at) of the lane's first record above its watermark, read among the next
+    LANE_WINDOW records (an index range scan of the primary key)."""
+    above = Record.objects.filter(id__gt=last_id).order_by("id")
+    if lanes > 1:
+        window = above.values("id")[:LANE_WINDOW]
+        own = (
+            Record.objects.filter(id__in=window)
+            .alias(lane=Mod("project_id", lanes))
+            .filter(lane=lane)
+            .order_by("id")
+            .values_list("id", "received_at")
+            .first()
+        )
+        if own is not None:
+            return own
+        if not above[LANE_WINDOW - 1 : LANE_WINDOW].exists():
+            return None  # the lane has nothing above its watermark
+    return above.values_list("id", "received_at").first()

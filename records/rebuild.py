@@ -99,7 +99,11 @@ def reset_rollups(models) -> None:
             has_contract_break=False,
             has_violation=False,
         )
-        models["Watermark"].objects.filter(name="rollups").update(last_id=0)
+        # Every catch-up lane's watermark ("rollups", or "rollups:i/n": records.rollup).
+        watermarks = models["Watermark"].objects
+        (watermarks.filter(name="rollups") | watermarks.filter(name__startswith="rollups:")).update(
+            last_id=0
+        )
 
 
 def rebuild(models, **kwargs) -> int:

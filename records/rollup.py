@@ -1,5 +1,10 @@
 """The catch-up pass: fold newly committed records into rollups, run summaries and streaks.
 
+Lanes: the projects are split into DECISIONBOARD_CATCHUP_LANES lanes (project id modulo the
+count), each with a watermark of its own, so that one worker process per lane folds records in
+parallel. Everything a pass writes is keyed by project, so lanes never write the same rows, and
+N lanes give exactly the rollups of one. See `_switch_lanes` for a change of the count.
+
 Driven by a database watermark, not by messages: a pass reads the records with an id above the
 watermark (up to a safe high-water mark, see `_safe_high_water`), folds them in, and advances the
 watermark in the same transaction. A pass that dies half way leaves nothing behind, and a second
@@ -20,8 +25,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import orjson
+from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max
+from django.db.models import Max, Q
+from django.db.models.functions import Mod
 from django.utils import timezone
 
 from records import keys, streaks
@@ -43,7 +50,9 @@ from records.store import INGEST_LOCK_KEY
 
 log = logging.getLogger(__name__)
 
-WATERMARK = "rollups"
+WATERMARK = "rollups"  # one lane's watermark; lane i of n > 1 is "rollups:i/n" (lane_name)
+# Serialises changes of the lane count (held for one short transaction, never by a pass).
+LANE_SWITCH_LOCK_KEY = 0x44420002
 GRAINS = (Grain.MINUTE, Grain.HOUR, Grain.DAY)
 _FIELDS = (
     "id", "project_id", "kind", "agent", "model", "rollup_key", "ts", "latency_ms", "tokens_in",
@@ -69,7 +78,41 @@ _JSON_FIELDS = {
 class PassResult:
     records: int
     last_id: int
-    caught_up: bool
+    caught_up: bool  # reached a high-water mark read in this pass
+    high: int = 0  # the safe high-water mark the pass folded towards (reusable: it stays safe)
+
+
+def configured_lanes() -> int:
+    return settings.DECISIONBOARD["CATCHUP_LANES"]
+
+
+def lane_of(project_id: int, lanes: int) -> int:
+    """The lane of a project. Project ids are handed out in sequence, so the modulo deals the
+    projects round robin; a hash would only shuffle them."""
+    return project_id % lanes
+
+
+def lane_name(lane: int, lanes: int) -> str:
+    """The Watermark row of a lane; one lane keeps the name the single pass always had."""
+    return WATERMARK if lanes == 1 else f"{WATERMARK}:{lane}/{lanes}"
+
+
+def parse_lane_name(name: str) -> tuple[int, int]:
+    """lane_name's inverse: (lane, lanes)."""
+    if name == WATERMARK:
+        return 0, 1
+    lane, lanes = name.removeprefix(WATERMARK + ":").split("/")
+    return int(lane), int(lanes)
+
+
+def lane_watermarks():
+    """The lanes' Watermark rows (of one lane count: see _switch_lanes), as a queryset."""
+    return Watermark.objects.filter(Q(name=WATERMARK) | Q(name__startswith=WATERMARK + ":"))
+
+
+def folded_upto() -> int:
+    """The id up to which every record is folded, whichever its lane: the lowest watermark."""
+    return min(lane_watermarks().values_list("last_id", flat=True), default=0)
 
 
 @dataclass
@@ -191,26 +234,39 @@ class _Batch:
         return out
 
 
-# Records per pass at most. A pass costs in proportion to its records and to the rollup cells,
-# runs and classifications they touch; a backlog in ts order touches few per record, but one
-# spread over half an hour touches every minute's cells and every run in every pass, so fewer,
-# larger passes caught a shuffled backlog up 2x faster (100k against 20k: docs/benchmarks.md).
-# Rows are streamed (_fetch), so the worker's memory grows with the cells, not the rows.
+# Records per pass at most (a lane's share of them with lanes). A pass costs in proportion to
+# its records and to the rollup cells, runs and classifications they touch; a backlog in ts
+# order touches few per record, but one spread over half an hour touches every minute's cells
+# and every run in every pass, so fewer, larger passes caught a shuffled backlog up 2x faster
+# (100k against 20k: docs/benchmarks.md). Rows are streamed (_fetch), so the worker's memory
+# grows with the cells, not the rows.
 DEFAULT_BATCH = {"postgresql": 100_000, "sqlite": 5_000}
 
 
-def catch_up(*, batch_size: int | None = None, max_seconds: float = 50.0) -> int:
-    """Run passes until caught up (or out of time); returns how many records were folded in."""
+def catch_up(
+    *,
+    lane: int | None = None,
+    lanes: int | None = None,
+    batch_size: int | None = None,
+    max_seconds: float = 50.0,
+) -> int:
+    """Run passes of `lane` (every lane in turn when None) until caught up (or out of time);
+    returns how many records were folded in."""
+    lanes = lanes or configured_lanes()
     batch_size = batch_size or DEFAULT_BATCH[connection.vendor]
     deadline = timezone.now() + timedelta(seconds=max_seconds)
     total = 0
-    while True:
-        result = run_pass(batch_size)
-        total += result.records
-        if result.caught_up or timezone.now() > deadline:
-            fold_dirty_streaks()
-            analyze_if_grown()
-            return total
+    for one in range(lanes) if lane is None else (lane,):
+        high = None  # a safe high-water mark stays safe: reread only once the lane reaches it
+        while True:
+            result = run_pass(batch_size, lane=one, lanes=lanes, high=high)
+            total += result.records
+            if result.caught_up or timezone.now() > deadline:
+                break
+            high = None if result.last_id >= result.high else result.high
+        fold_dirty_streaks(lane=one, lanes=lanes)  # the lane's own projects' minutes only
+    analyze_if_grown()  # once per call, and skipped while another lane's call analyses
+    return total
 
 
 # PostgreSQL plans from table statistics that autovacuum keeps, when it runs (it is off on some
@@ -226,55 +282,132 @@ def analyze_if_grown(*, min_records: int = ANALYZE_MIN_RECORDS) -> bool:
     folded in grew enough since the last time; returns whether it did (PostgreSQL only)."""
     if connection.vendor != "postgresql":
         return False
-    folded = Watermark.objects.filter(name=WATERMARK).values_list("last_id", flat=True).first() or 0
-    mark, _ = Watermark.objects.get_or_create(name=_ANALYZED)
+    folded = folded_upto()
     tables = (Record, Rollup, Run, Classification, StreakSegment)
-    with connection.cursor() as cursor:
-        # The records the planner knows of (-1 before any ANALYZE): grown by a fifth of that.
-        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [Record._meta.db_table])
-        known = max(cursor.fetchone()[0], 0)
-        if folded - mark.last_id < max(min_records, known / 5):
+    with transaction.atomic():
+        Watermark.objects.get_or_create(name=_ANALYZED)
+        # Lanes finish their calls at about the same time: one analyses, the others go on.
+        mark = Watermark.objects.select_for_update(skip_locked=True).filter(name=_ANALYZED).first()
+        if mark is None:
             return False
-        cursor.execute("ANALYZE " + ", ".join(t._meta.db_table for t in tables))
-    mark.last_id = folded
-    mark.last_pass_at = timezone.now()
-    mark.save(update_fields=["last_id", "last_pass_at"])
+        with connection.cursor() as cursor:
+            # The records the planner knows of (-1 before any ANALYZE): grown by a fifth of that.
+            cursor.execute(
+                "SELECT reltuples FROM pg_class WHERE relname = %s", [Record._meta.db_table]
+            )
+            known = max(cursor.fetchone()[0], 0)
+            if folded - mark.last_id < max(min_records, known / 5):
+                return False
+            cursor.execute("ANALYZE " + ", ".join(t._meta.db_table for t in tables))
+        mark.last_id = folded
+        mark.last_pass_at = timezone.now()
+        mark.save(update_fields=["last_id", "last_pass_at"])
     log.info("analyzed the catch-up's tables at record id %s", folded)
     return True
 
 
-def run_pass(batch_size: int) -> PassResult:
-    with transaction.atomic():
-        watermark = _lock_watermark()
+def run_pass(
+    batch_size: int, *, lane: int = 0, lanes: int | None = None, high: int | None = None
+) -> PassResult:
+    """One pass of one lane: its projects' records in the next window of ids. `high`, a safe
+    high-water mark an earlier pass read, spares the ingest lock (see _safe_high_water)."""
+    lanes = lanes or configured_lanes()
+    if not 0 <= lane < lanes:
+        raise ValueError(f"lane {lane} of {lanes}")
+    while True:
+        with transaction.atomic():
+            watermark = _lock_watermark(lane, lanes)
+            if watermark is not None:
+                return _fold(watermark, lane, lanes, batch_size, high)
+        _switch_lanes(lanes, batch_size)  # the lanes are of another count (or none yet)
+
+
+def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: int | None):
+    """Fold the lane's next window into the rollups and move its (locked) watermark."""
+    fresh = high is None or high <= watermark.last_id  # another process may have passed it
+    if fresh:
         high = _safe_high_water()
-        # A range of ids, not "the next N rows": the query stays a plain index range scan
-        # whatever the planner thinks of a freshly loaded table. Gaps (ids a conflicting
-        # insert used up) only make a pass smaller.
-        last_id = min(high, watermark.last_id + batch_size)
-        watermark.last_pass_at = timezone.now()
-        batch = _Batch()
-        count = 0
-        for rows in _fetch(watermark.last_id, last_id):
-            count += len(rows)
-            for row in rows:
-                batch.add(row)
-        if count:
-            _merge_classifications(batch)
-            _flag_repeated_notices(batch, watermark.last_id)
-            _merge_rollups(batch)
-            _merge_streaks(batch)
-            _merge_runs(batch)  # last: holds the run rows' locks for the shortest time
-        watermark.last_id = last_id
-        watermark.save(update_fields=["last_id", "last_pass_at"])
-    return PassResult(count, last_id, last_id >= high)
+    # A range of ids, not "the next N rows": the query stays a plain index range scan
+    # whatever the planner thinks of a freshly loaded table. Gaps (ids a conflicting
+    # insert used up, other lanes' records) only make a pass smaller; so a lane's window
+    # is `lanes` times as wide, about batch_size records of its own.
+    last_id = min(high, watermark.last_id + batch_size * lanes)
+    watermark.last_pass_at = timezone.now()
+    batch = _Batch()
+    count = 0
+    for rows in _fetch(watermark.last_id, last_id, lane, lanes):
+        count += len(rows)
+        for row in rows:
+            batch.add(row)
+    if count:
+        _merge_classifications(batch)
+        _flag_repeated_notices(batch, watermark.last_id)
+        _merge_rollups(batch)
+        _merge_streaks(batch)
+        _merge_runs(batch)  # last: holds the run rows' locks for the shortest time
+    watermark.last_id = last_id
+    watermark.save(update_fields=["last_id", "last_pass_at"])
+    return PassResult(count, last_id, fresh and last_id >= high, high)
+
+
+def _switch_lanes(lanes: int, batch_size: int) -> None:
+    """Make the lanes `lanes` of them, without losing or double-counting a record.
+
+    A record is folded when its id is at most its lane's watermark, so lanes of one count
+    cannot simply be renamed into lanes of another: project p's records up to lane_old(p)'s
+    mark are folded, and the new lane of p has no way to know which. So the switch happens at a
+    point every old lane has reached: the old lanes behind the highest watermark are first
+    folded up to it (their own passes, capped there; other workers' passes may help meanwhile),
+    then, in one transaction that holds every old lane's row, the old rows go and the new
+    lanes start from that one mark. Lane rows of one count only ever exist at a time.
+
+    Workers disagreeing on the count (a rolling restart) switch it back and forth until they
+    agree; each switch is as safe as this one, only wasted work.
+    """
+    while True:
+        with transaction.atomic():
+            if connection.vendor == "postgresql":  # SQLite: the write transaction serialises
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LANE_SWITCH_LOCK_KEY])
+            # Waits for the passes in flight, which hold their lane's row.
+            rows = list(lane_watermarks().select_for_update().order_by("name"))
+            counts = {parse_lane_name(row.name)[1] for row in rows}
+            if lanes in counts:
+                if len(rows) != lanes:  # never by this code: someone deleted a lane's row
+                    raise RuntimeError(f"{lanes} catch-up lanes, {len(rows)} watermarks")
+                return  # another process switched first
+            if len(counts) > 1:
+                raise RuntimeError(f"watermarks of several lane counts: {sorted(counts)}")
+            top = max((row.last_id for row in rows), default=0)
+            behind = [row.name for row in rows if row.last_id < top]
+            if not behind:
+                passed = [row.last_pass_at for row in rows if row.last_pass_at]
+                lane_watermarks().delete()
+                Watermark.objects.bulk_create(
+                    Watermark(name=lane_name(lane, lanes), last_id=top,
+                              last_pass_at=max(passed, default=None))
+                    for lane in range(lanes)
+                )  # fmt: skip
+                log.info("catch-up lanes: %s from %s on, at record id %s", lanes, counts, top)
+                return
+        for name in behind:
+            old_lane, old_lanes = parse_lane_name(name)
+            while True:
+                with transaction.atomic():
+                    watermark = Watermark.objects.select_for_update().filter(name=name).first()
+                    if watermark is None or watermark.last_id >= top:
+                        break  # switched meanwhile, or there
+                    _fold(watermark, old_lane, old_lanes, batch_size, top)
 
 
 _CHUNK = 10_000
 
 
-def _fetch(after: int, upto: int) -> Iterator[list[tuple]]:
-    """The records with after < id <= upto, as tuples of _FIELDS, in chunks (raw SQL: the
-    ORM's per-value conversion cost as much as the rest of the pass).
+def _fetch(after: int, upto: int, lane: int = 0, lanes: int = 1) -> Iterator[list[tuple]]:
+    """The lane's records with after < id <= upto, as tuples of _FIELDS, in chunks (raw SQL:
+    the ORM's per-value conversion cost as much as the rest of the pass). The lane is a filter
+    on the primary key's range scan, not an index of its own: no plan to go wrong without
+    statistics, nothing more for ingest to maintain (docs/scale.md has the measurement).
 
     Read through a server-side cursor on PostgreSQL: a pass holds its aggregates, never all
     its rows, so a large pass (what a shuffled backlog needs, see DEFAULT_BATCH) costs the
@@ -282,9 +415,13 @@ def _fetch(after: int, upto: int) -> Iterator[list[tuple]]:
     """
     columns = ", ".join((*_FIELDS, *_JSON_FIELDS[connection.vendor]))
     sql = f"SELECT {columns} FROM {Record._meta.db_table} WHERE id > %s AND id <= %s"
+    params = [after, upto]
+    if lanes > 1:
+        sql += " AND project_id %% %s = %s"
+        params += [lanes, lane]
     with connection.chunked_cursor() as cursor:
         fast_timestamps(cursor)
-        cursor.execute(sql, [after, upto])
+        cursor.execute(sql, params)
         while rows := cursor.fetchmany(_CHUNK):
             yield rows if connection.vendor == "postgresql" else _parse_ts(rows)
 
@@ -444,10 +581,10 @@ def _flag_repeated_notices(batch: _Batch, folded_upto: int) -> None:
         Record.objects.bulk_update(flagged, ["derived", "has_violation"], batch_size=1000)
 
 
-def _lock_watermark() -> Watermark:
-    # Row lock on PostgreSQL; on SQLite the IMMEDIATE transaction already serialises passes.
-    Watermark.objects.get_or_create(name=WATERMARK)
-    return Watermark.objects.select_for_update().get(name=WATERMARK)
+def _lock_watermark(lane: int = 0, lanes: int = 1) -> Watermark | None:
+    """The lane's watermark, locked; None when the lanes are of another count (or none yet).
+    Row lock on PostgreSQL; on SQLite the IMMEDIATE transaction already serialises passes."""
+    return Watermark.objects.select_for_update().filter(name=lane_name(lane, lanes)).first()
 
 
 def _safe_high_water() -> int:
@@ -627,17 +764,19 @@ def _fold_upwards(minutes: Iterable[tuple]) -> None:
         )  # fmt: skip
 
 
-def fold_dirty_streaks() -> int:
-    """Recompute every dirty minute from its raw verdicts (those folded in: id <= the
-    watermark), then the hours, days and streaks above; returns how many minutes. Holds the
-    watermark's lock, so no pass runs meanwhile."""
+def fold_dirty_streaks(*, lane: int = 0, lanes: int | None = None) -> int:
+    """Recompute every dirty minute of the lane's projects from its raw verdicts (those folded
+    in: id <= the lane's watermark), then the hours, days and streaks above; returns how many
+    minutes. Holds the lane's watermark lock, so no pass of the lane runs meanwhile."""
+    lanes = lanes or configured_lanes()
     with transaction.atomic():
-        watermark = _lock_watermark()
-        dirty = list(
-            StreakSegment.objects.filter(grain=Grain.MINUTE, dirty=True).values_list(
-                "project_id", "model", "bucket"
-            )
-        )
+        watermark = _lock_watermark(lane, lanes)
+        if watermark is None:
+            return 0  # the lanes are switching: whichever lane then owns them folds them
+        dirty = StreakSegment.objects.filter(grain=Grain.MINUTE, dirty=True)
+        if lanes > 1:
+            dirty = dirty.alias(lane=Mod("project_id", lanes)).filter(lane=lane)
+        dirty = list(dirty.values_list("project_id", "model", "bucket"))
         if not dirty:
             return 0
         minutes = _dirty_segments(dirty, watermark.last_id)

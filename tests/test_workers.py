@@ -9,8 +9,8 @@ from workers.queues import Queue
 
 def test_beat_runs_the_catch_up_every_few_seconds_and_the_heartbeat():
     schedule = app.conf.beat_schedule
-    assert schedule["catch-up"]["task"] == "workers.tasks.catch_up_task"
-    assert schedule["catch-up"]["schedule"] <= 10
+    assert schedule["catch-up-lane-0"]["task"] == "workers.tasks.catch_up_task"
+    assert schedule["catch-up-lane-0"]["schedule"] <= 10
     # a heartbeat on every queue, so the overview can tell which one nobody serves
     heartbeats = {k: v for k, v in schedule.items() if v["task"] == "workers.tasks.heartbeat_task"}
     assert sorted(e["options"]["queue"] for e in heartbeats.values()) == sorted(Queue)

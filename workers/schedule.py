@@ -4,14 +4,29 @@ from __future__ import annotations
 
 from workers.queues import Queue
 
+
+def beat_schedule(lanes: int) -> dict:
+    """The schedule of an installation with `lanes` catch-up lanes (DECISIONBOARD_CATCHUP_LANES)."""
+    return {**_catch_up(lanes), **BEAT_SCHEDULE}
+
+
+def _catch_up(lanes: int) -> dict:
+    # Folds new records into rollups, run summaries and streaks: one task per lane, so that
+    # idle worker processes take the lanes in parallel (records.rollup). Ingest also nudges the
+    # lane of the project it stored for; this catches up whatever a lost nudge or a broker
+    # outage left behind.
+    return {
+        f"catch-up-lane-{lane}": {
+            "task": "workers.tasks.catch_up_task",
+            "schedule": 5.0,
+            "args": (lane,),
+            "options": {"queue": Queue.DEFAULT, "expires": 5.0},
+        }
+        for lane in range(lanes)
+    }
+
+
 BEAT_SCHEDULE = {
-    # Folds new records into rollups, run summaries and streaks. Ingest also nudges it after each
-    # commit; this catches up whatever a lost nudge or a broker outage left behind.
-    "catch-up": {
-        "task": "workers.tasks.catch_up_task",
-        "schedule": 5.0,
-        "options": {"queue": Queue.DEFAULT, "expires": 5.0},
-    },
     # One per queue: proves beat and a worker on that queue are both alive; the overview shows
     # how long ago each last ran (workers.heartbeat).
     **{

@@ -7,6 +7,8 @@ often fix. Anything else is a bug a retry would only repeat.
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 
 from alerts import delivery, engine
@@ -14,6 +16,8 @@ from alerts.transports import TransportError
 from config.outage import DATABASE_UNAVAILABLE
 from records import rollup
 from workers import exports, heartbeat
+
+log = logging.getLogger(__name__)
 
 # A catch-up cut short by an outage retries after 1, 2, 4, 8 s. A retry keeps the expiry of the
 # message it retries, so beat's (sent every 5 s, expiring in 5 s) give way to the next tick
@@ -31,9 +35,16 @@ def heartbeat_task(queue: str = "default") -> None:
 
 
 @shared_task(bind=True, ignore_result=True, max_retries=CATCH_UP_RETRIES)
-def catch_up_task(self) -> None:
+def catch_up_task(self, lane: int | None = None) -> None:
+    # lane None: every lane in turn (a message from before lanes, or a manual run).
+    lanes = rollup.configured_lanes()
+    if lane is not None and lane >= lanes:
+        # Sent by a beat or web process that counts more lanes than this worker (a rolling
+        # change of DECISIONBOARD_CATCHUP_LANES): the lanes this worker knows cover every project.
+        log.warning("catch-up lane %s: this worker has %s lanes; skipped", lane, lanes)
+        return
     try:
-        rollup.catch_up()
+        rollup.catch_up(lane=lane, lanes=lanes)
     except DATABASE_UNAVAILABLE as exc:
         # Each pass moves the watermark in its own transaction, so a pass the outage cut short
         # left nothing behind: the retry resumes from the watermark. (Celery logs the retry.)
