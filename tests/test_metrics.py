@@ -15,16 +15,16 @@ from datetime import timedelta
 
 import pytest
 import requests
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from kombu import Connection
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from ops import multiprocess
-from ops.instruments import split_by_kind
 from records import rollup
 from records.models import ApiKey, Project
-from records.normalise import NormalisedRecord, normalise
 from tests.conftest import database_url
 from tests.factories import DATA, record
 from tests.live import wait_until
@@ -119,30 +119,22 @@ def test_it_tells_which_kinds_of_a_mixed_batch_were_stored_before(alice, metrics
     assert ingested(before, after, "acme", "turn", "accepted") == 1
 
 
-def _normalised(kind: str, id: str) -> NormalisedRecord:
-    result = normalise(record(kind, id=id), now=timezone.now())
-    assert isinstance(result, NormalisedRecord)
-    return result
-
-
-def test_it_splits_a_batch_by_kind_from_the_stores_totals_when_that_is_plain():
-    pick, again, selection = (
-        _normalised("tool_choice.pick", "a"),
-        _normalised("tool_choice.pick", "a"),
-        _normalised("model_selection", "b"),
-    )
-    batch = [pick, again, selection]
-    assert split_by_kind(batch, accepted=2) == (
-        {"tool_choice.pick": 1, "model_selection": 1},
-        {"tool_choice.pick": 1},
-    )
-    assert split_by_kind(batch, accepted=0) == ({}, {"tool_choice.pick": 2, "model_selection": 1})
-    assert split_by_kind([pick, _normalised("tool_choice.pick", "c")], accepted=1) == (
-        {"tool_choice.pick": 1},
-        {"tool_choice.pick": 1},
-    )
-    # One of two kinds stored before: which one only the database knows.
-    assert split_by_kind(batch, accepted=1) is None
+@pytest.mark.both_dbs
+def test_counting_a_batch_by_kind_costs_no_query_of_its_own(alice, metrics_on):
+    # The store says how many of each kind it took as new, so a mixed batch partly stored
+    # before is counted without asking the database which of its records those were.
+    post(alice, [record("tool_choice.pick", id="p1"), record("model_selection", id="s1")])
+    with CaptureQueriesContext(connection) as fresh:
+        post(alice, [record("tool_choice.pick", id="p2"), record("model_selection", id="s2")])
+    fresh_queries = len(fresh)  # read now: the next request empties Django's query log
+    before = scrape()
+    with CaptureQueriesContext(connection) as mixed:
+        post(alice, [record("tool_choice.pick", id="p1"), record("model_selection", id="s3")])
+    mixed_queries = len(mixed)
+    after = scrape()
+    assert mixed_queries == fresh_queries > 0
+    assert ingested(before, after, "acme", "tool_choice.pick", "duplicate") == 1
+    assert ingested(before, after, "acme", "model_selection", "accepted") == 1
 
 
 def test_it_counts_otlp_records_and_rejected_spans(alice, metrics_on):
