@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import gunicorn, setup_django  # noqa: E402
+from bench.common import exit_on_signals, gunicorn, setup_django  # noqa: E402
 
 ENVELOPE = ("id", "run_id", "agent", "session_id", "parent_run_id")
 
@@ -112,6 +112,7 @@ def main() -> None:
         "--database", default="decisionboard_bench_otlp", help="the scratch database (recreated)"
     )
     args = parser.parse_args()
+    exit_on_signals()  # a killed run stops its gunicorn and Celery children
 
     setup_django(args.database)
     import orjson
