@@ -52,6 +52,24 @@ TASK_SECONDS = Histogram(
     ["task", "state"],
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
 )
+# An alert tick (workers.tasks.evaluate_alerts_task) evaluates every active rule once; its
+# duration is decisionboard_task_duration_seconds{task="evaluate_alerts"}, its deliveries
+# decisionboard_alert_delivery_attempts and decisionboard_alert_notifications (ops.state).
+ALERT_RULES_EVALUATED = Counter(
+    "decisionboard_alert_rules_evaluated",
+    "Alert rules evaluated by the alert ticks, by outcome: ok, or error (the rule could not be "
+    "evaluated; its last_error says why).",
+    ["outcome"],
+)
+ALERT_EVENTS = Counter(
+    "decisionboard_alert_events",
+    "Alert state changes (events) recorded by the alert ticks.",
+)
+ALERT_NOTIFICATIONS_ENQUEUED = Counter(
+    "decisionboard_alert_notifications_enqueued",
+    "Notifications handed to the delivery queue by the alert ticks: new ones, and queued ones "
+    "whose task was lost.",
+)
 
 
 def kind_label(kind: Any) -> str:
@@ -101,6 +119,14 @@ def count_otlp_ingest(project: Any, result: Any, stored: Any) -> None:
     count_ingest("otlp", project, result.records, stored.accepted_by_kind, kinds)
     if result.rejected_spans:
         OTLP_REJECTED_SPANS.labels(project.name).inc(result.rejected_spans)
+
+
+def count_alert_tick(tick: Any) -> None:
+    """One alert tick: `tick` is alerts.engine's Tick."""
+    ALERT_RULES_EVALUATED.labels("ok").inc(tick.rules - tick.errors)
+    ALERT_RULES_EVALUATED.labels("error").inc(tick.errors)
+    ALERT_EVENTS.inc(tick.events)
+    ALERT_NOTIFICATIONS_ENQUEUED.inc(tick.notifications)
 
 
 def observe_request(method: str, route: str, status: int, seconds: float) -> None:

@@ -22,6 +22,7 @@ from django.utils import timezone
 from kombu import Connection
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from alerts.models import Rule
 from ops import multiprocess
 from records import rollup
 from records.models import ApiKey, Project
@@ -33,7 +34,7 @@ from tests.otlp_payloads import chat, export, json_string_form, span
 from workers import heartbeat, processes
 from workers.models import ExportJob
 from workers.queues import Queue
-from workers.tasks import catch_up_task, heartbeat_task
+from workers.tasks import catch_up_task, evaluate_alerts_task, heartbeat_task
 
 RECORDS = "decisionboard_ingest_records_total"
 
@@ -154,6 +155,25 @@ def test_it_counts_otlp_records_and_rejected_spans(alice, metrics_on):
     assert ingested(before, after, "acme", "tool_choice.pick", "rejected", via="otlp") == 1
     spans = "decisionboard_otlp_rejected_spans_total"
     assert value(after, spans, project="acme") - value(before, spans, project="acme") == 2
+
+
+def test_it_counts_what_each_alert_tick_evaluated_and_recorded(alice, metrics_on):
+    rule = {"comparator": "lt", "metric": "records", "window_minutes": 5, "group_by": ""}
+    Rule.objects.create(project=alice.project, name="silent", threshold=1, **rule)  # 0 < 1
+    Rule.objects.create(project=alice.project, name="quiet", threshold=0, **rule)
+    before = scrape()
+    evaluate_alerts_task.apply()
+    after = scrape()
+
+    def moved(name: str, **labels) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("decisionboard_alert_rules_evaluated_total", outcome="ok") == 2
+    assert moved("decisionboard_alert_rules_evaluated_total", outcome="error") == 0
+    assert moved("decisionboard_alert_events_total") == 1  # "silent" fires
+    assert moved("decisionboard_alert_notifications_enqueued_total") == 0  # no channel
+    ticks = "decisionboard_task_duration_seconds_count"
+    assert moved(ticks, task="evaluate_alerts", state="success") == 1
 
 
 def test_it_times_requests_by_route_never_by_path(alice, metrics_on):
