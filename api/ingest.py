@@ -70,7 +70,11 @@ class IngestView(APIView):
             unreadable=parsed.unreadable,
         )
         count_api_ingest(
-            request.auth.project, parsed.records, result.rejected, result.valid, result, now
+            request.auth.project,
+            parsed.records,
+            result.rejected,
+            result.valid,
+            result.accepted_by_kind,
         )
         if result.accepted:
             request_catch_up(request.auth.project_id)  # after the commit; best effort

@@ -86,7 +86,7 @@ class OtlpTracesView(APIView):
         now = timezone.now()
         result = otlp.normalise_export(export, now=now, limits=configured_limits())
         stored = store_records(request.auth.project_id, result.records, now)
-        count_otlp_ingest(request.auth.project, result, stored, now)
+        count_otlp_ingest(request.auth.project, result, stored)
         if stored.accepted:
             request_catch_up(request.auth.project_id)  # after the commit; best effort
         body = otlp.encode_response(otlp.export_response(result), encoding)

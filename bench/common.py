@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import time
 from contextlib import contextmanager
@@ -10,12 +11,40 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from workers.processes import free_port, running, web_command
+from workers.processes import free_port, running, stop_leftovers, web_command
 
 ROOT = Path(__file__).resolve().parent.parent
 ADMIN_URL = os.environ.get(
     "BENCH_ADMIN_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
 )
+
+
+def exit_on_signals() -> None:
+    """Make SIGTERM, SIGHUP and SIGINT (a `kill`, a closed terminal, Ctrl-C, `timeout`) end the
+    benchmark through its cleanup, so that its gunicorn and Celery children do not outlive it.
+
+    The first signal raises SystemExit in this process: the `with` blocks stop the children
+    they started, and workers.processes stops at exit whatever is left. A second signal during
+    that cleanup kills what is left at once. Processes forked from this one (client pools,
+    pollers) inherit the handler; in them the signal does what it would have done.
+    """
+    main = os.getpid()
+    signalled = False
+
+    def handle(signum: int, frame) -> None:
+        nonlocal signalled
+        if os.getpid() != main:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        if signalled:
+            stop_leftovers(timeout=0)
+            os._exit(128 + signum)
+        signalled = True
+        raise SystemExit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, handle)
 
 
 def setup_django(name: str, redis_url: str | None = None) -> str:

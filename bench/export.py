@@ -33,7 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import gunicorn  # noqa: E402
+from bench.common import exit_on_signals, gunicorn  # noqa: E402
 
 BENCH_DB = "decisionboard_bench_export"
 READ_SIZE = 1 << 20
@@ -158,6 +158,7 @@ def main() -> None:
     )
     parser.add_argument("--keep", action="store_true", help="leave the scratch database")
     args = parser.parse_args()
+    exit_on_signals()  # a killed run stops its gunicorn and Celery children
 
     _admin(args.database_url, f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
     _admin(args.database_url, f"CREATE DATABASE {BENCH_DB}")

@@ -24,7 +24,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import copy_ceiling, gunicorn, setup_django, store_rows  # noqa: E402
+from bench.common import (  # noqa: E402
+    copy_ceiling,
+    exit_on_signals,
+    gunicorn,
+    setup_django,
+    store_rows,
+)
 
 
 def post_batches(args: tuple[int, str, list[bytes]]) -> int:
@@ -51,6 +57,7 @@ def main() -> None:
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--clients", type=int, default=4)
     args = parser.parse_args()
+    exit_on_signals()  # a killed run stops its gunicorn and Celery children
 
     setup_django("decisionboard_bench_ingest")
     import orjson

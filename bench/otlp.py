@@ -1,15 +1,18 @@
 """OTLP ingest and the Python client against native JSON ingest, measured in the same run.
 
     .venv/bin/python bench/otlp.py [--records 50000] [--batch 500] [--web-workers 2]
-                                   [--clients 1]
+                                   [--clients 1] [--rounds 6]
+                                   [--database decisionboard_bench_otlp]
 
-1. Recreates a scratch database (decisionboard_bench_otlp), migrates it, issues three keys (one
+1. Recreates a scratch database (`--database`), migrates it, issues three keys (one
    project per path, so that no path's records are duplicates of another's).
 2. Generates the demo records and serialises them up front twice: as native JSON batches, and as
    OTLP protobuf exports of the same records (one span each, the record a decisionboard.<kind>
    event, lists and objects as JSON strings, the envelope as decisionboard.* attributes).
 3. Starts the product under gunicorn and posts each set from `--clients` processes over
-   keep-alive connections: records / wall time for each.
+   keep-alive connections: records / wall time for each. The sets are sent in `--rounds`
+   slices, native and OTLP in turn (the first of each round alternating), so that a shared
+   machine's changing load weighs on both alike.
 4. Sends the same records through decisionboard_client from one thread: the time spent inside
    its calls (the agent's cost per record) and the records per second until flush() returns.
 
@@ -31,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import gunicorn, setup_django  # noqa: E402
+from bench.common import exit_on_signals, gunicorn, setup_django  # noqa: E402
 
 ENVELOPE = ("id", "run_id", "agent", "session_id", "parent_run_id")
 
@@ -104,9 +107,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--clients", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=6, help="native and OTLP alternate")
+    parser.add_argument(
+        "--database", default="decisionboard_bench_otlp", help="the scratch database (recreated)"
+    )
     args = parser.parse_args()
+    exit_on_signals()  # a killed run stops its gunicorn and Celery children
 
-    setup_django("decisionboard_bench_otlp")
+    setup_django(args.database)
     import orjson
     from decisionboard_client import Decisionboard
 
@@ -135,12 +143,22 @@ def main() -> None:
         for _ in range(args.web_workers):
             post_batches((port, keys["warm-up"], "/api/v1/records", "application/json", native[:1]))
             post_batches((port, keys["warm-up"], "/v1/traces", "application/x-protobuf", otlp[:1]))
-        native_s = timed_posts(
-            port, keys["native"], "/api/v1/records", "application/json", native, args.clients
-        )
-        otlp_s = timed_posts(
-            port, keys["otlp"], "/v1/traces", "application/x-protobuf", otlp, args.clients
-        )
+        # In rounds, alternating which path goes first: on a shared machine the load drifts
+        # over tens of seconds, and one path measured after the other would carry the drift.
+        native_s = otlp_s = 0.0
+        per_round = -(-len(chunks) // args.rounds)
+        for r, start in enumerate(range(0, len(chunks), per_round)):
+            part = slice(start, start + per_round)
+            sends = [
+                ("native", "/api/v1/records", "application/json", native[part]),
+                ("otlp", "/v1/traces", "application/x-protobuf", otlp[part]),
+            ]
+            for name, path, content_type, bodies in sends[:: 1 if r % 2 == 0 else -1]:
+                seconds = timed_posts(port, keys[name], path, content_type, bodies, args.clients)
+                if name == "native":
+                    native_s += seconds
+                else:
+                    otlp_s += seconds
         client = Decisionboard(
             f"http://127.0.0.1:{port}", keys["client"], batch_size=args.batch, max_queue=10**7
         )

@@ -34,7 +34,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import copy_ceiling, gunicorn, setup_django, store_rows  # noqa: E402
+from bench.common import (  # noqa: E402
+    copy_ceiling,
+    exit_on_signals,
+    gunicorn,
+    setup_django,
+    store_rows,
+)
 from workers.processes import running, worker_commands  # noqa: E402
 
 BATCH = 500
@@ -167,6 +173,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--backlog", type=int, default=500_000)
     args = parser.parse_args()
+    exit_on_signals()  # a killed run stops its gunicorn and Celery children
 
     var = Path("/tmp/decisionboard-bench-rollup")
     var.mkdir(exist_ok=True)

@@ -1,8 +1,12 @@
 """Soak: sustained out-of-order ingest while an operator reads (DESIGN §9, issue 12).
 
     .venv/bin/python bench/soak.py [--minutes 10] [--rate 3000] [--clients 2] [--backlog 200000]
+                                   [--database decisionboard_bench_soak]
 
-On a scratch PostgreSQL database (decisionboard_bench_soak; autovacuum as the server has it) and
+Killed (SIGTERM, SIGINT, SIGHUP, `timeout`), it stops the gunicorn and Celery workers it started
+before it exits (bench.common.exit_on_signals); a second signal kills them at once.
+
+On a scratch PostgreSQL database (`--database`; autovacuum as the server has it) and
 Redis (REDIS_URL, default the local one), the product runs as shipped: gunicorn with
 gunicorn.conf.py and the Celery workers with beat (workers.processes.worker_commands).
 
@@ -44,7 +48,14 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ADMIN_URL, copy_ceiling, gunicorn, setup_django, store_rows  # noqa: E402
+from bench.common import (  # noqa: E402
+    ADMIN_URL,
+    copy_ceiling,
+    exit_on_signals,
+    gunicorn,
+    setup_django,
+    store_rows,
+)
 from workers.processes import running, worker_commands  # noqa: E402
 
 BATCH = 500
@@ -202,23 +213,31 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
             until = start + seconds
             poll_in, poll_out = multiprocessing.Pipe(duplex=False)
             read_in, read_out = multiprocessing.Pipe(duplex=False)
+            # Daemons: a run killed before their deadline must not wait for them at exit.
             poller = fork.Process(
-                target=poll_totals, args=(port, read_key, until + args.drain_limit, poll_out)
+                target=poll_totals,
+                args=(port, read_key, until + args.drain_limit, poll_out),
+                daemon=True,
             )
             reading = (port, session, read_key, run_id, until, read_out)
-            reader = fork.Process(target=read_pages, args=reading)
+            reader = fork.Process(target=read_pages, args=reading, daemon=True)
             poller.start()
             reader.start()
             shares = [(port, ingest_key, args.rate / args.clients, until, c, 100, 10**9)
                       for c in range(args.clients)]  # fmt: skip
-            with fork.Pool(args.clients) as pool:
-                pending = pool.map_async(post_at_rate, shares)
-                time.sleep(seconds / 2)
-                rss["middle"] = (rss_mb(web.pid), rss_mb(worker.pid))
-                per_client = pending.get()
-            ended = time.monotonic()
-            reads = read_in.recv()
-            samples = poll_in.recv()
+            try:
+                with fork.Pool(args.clients) as pool:
+                    pending = pool.map_async(post_at_rate, shares)
+                    time.sleep(seconds / 2)
+                    rss["middle"] = (rss_mb(web.pid), rss_mb(worker.pid))
+                    per_client = pending.get()
+                ended = time.monotonic()
+                reads = read_in.recv()
+                samples = poll_in.recv()
+            finally:  # killed: before the servers stop under them
+                for helper in (poller, reader):
+                    if helper.is_alive():
+                        helper.terminate()
             poller.join()
             reader.join()
             rss["end"] = (rss_mb(web.pid), rss_mb(worker.pid))
@@ -290,12 +309,16 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--backlog", type=int, default=200_000)
     parser.add_argument("--drain-limit", type=float, default=120, help="seconds to wait")
+    parser.add_argument(
+        "--database", default="decisionboard_bench_soak", help="the scratch database (recreated)"
+    )
     args = parser.parse_args()
+    exit_on_signals()  # a killed run stops its gunicorn and Celery children
 
-    var = Path("/tmp/decisionboard-bench-soak")
+    var = Path("/tmp") / args.database
     var.mkdir(exist_ok=True)
     os.environ["DECISIONBOARD_VAR_DIR"] = str(var)
-    setup_django("decisionboard_bench_soak",
+    setup_django(args.database,
                  redis_url=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))  # fmt: skip
     project, ingest_key, read_key, session = setup(args)
     result = load(args, project, ingest_key, read_key, session, var)
@@ -328,7 +351,7 @@ def main() -> None:
     from django.db import connections
 
     connections.close_all()
-    drop_database("decisionboard_bench_soak")
+    drop_database(args.database)
 
 
 if __name__ == "__main__":

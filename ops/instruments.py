@@ -12,21 +12,14 @@ a rejected record's kind is `unknown` unless it names a known kind.
 
 from __future__ import annotations
 
-import logging
 from collections import Counter as Tally
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any
 
-from django.db.models import Count
 from prometheus_client import Counter, Histogram
 
-from config.outage import DATABASE_UNAVAILABLE
 from records.kinds import KIND_NAMES
-from records.models import Record
 from records.normalise import NormalisedRecord
-
-log = logging.getLogger(__name__)
 
 ACCEPTED, DUPLICATE, REJECTED = "accepted", "duplicate", "rejected"
 UNKNOWN_KIND = "unknown"
@@ -59,6 +52,24 @@ TASK_SECONDS = Histogram(
     ["task", "state"],
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800),
 )
+# An alert tick (workers.tasks.evaluate_alerts_task) evaluates every active rule once; its
+# duration is decisionboard_task_duration_seconds{task="evaluate_alerts"}, its deliveries
+# decisionboard_alert_delivery_attempts and decisionboard_alert_notifications (ops.state).
+ALERT_RULES_EVALUATED = Counter(
+    "decisionboard_alert_rules_evaluated",
+    "Alert rules evaluated by the alert ticks, by outcome: ok, or error (the rule could not be "
+    "evaluated; its last_error says why).",
+    ["outcome"],
+)
+ALERT_EVENTS = Counter(
+    "decisionboard_alert_events",
+    "Alert state changes (events) recorded by the alert ticks.",
+)
+ALERT_NOTIFICATIONS_ENQUEUED = Counter(
+    "decisionboard_alert_notifications_enqueued",
+    "Notifications handed to the delivery queue by the alert ticks: new ones, and queued ones "
+    "whose task was lost.",
+)
 
 
 def kind_label(kind: Any) -> str:
@@ -69,74 +80,22 @@ def _posted_kind(raw: Any) -> str:
     return kind_label(raw.get("kind") if isinstance(raw, dict) else None)
 
 
-def split_by_kind(valid: Sequence[NormalisedRecord], accepted: int) -> tuple[Tally, Tally] | None:
-    """(accepted, duplicates) by kind for a stored batch, from the store's two totals.
-
-    The store keeps the first record of each key (records.store) and counts the rest as
-    duplicates, so repeats inside the batch are known here; of the distinct keys, `accepted`
-    were new. Which ones is plain unless several kinds share a batch of which some but not all
-    were stored before: then None, and the caller asks the database.
-    """
-    first: dict[str, str] = {}
-    repeated: Tally = Tally()
-    for record in valid:
-        if record.record_key in first:
-            repeated[record.kind] += 1
-        else:
-            first[record.record_key] = record.kind
-    distinct = Tally(first.values())
-    stored_before = len(first) - accepted
-    if stored_before == 0:
-        return distinct, repeated
-    if accepted == 0:
-        return Tally(), repeated + distinct
-    if len(distinct) == 1:
-        (kind,) = distinct
-        return Tally({kind: accepted}), repeated + Tally({kind: stored_before})
-    return None
-
-
-def _stored_now(project_id: int, keys: list[str], now: datetime) -> Tally:
-    """Of `keys`, how many of each kind this batch stored: the store stamps them `now`."""
-    stored: Tally = Tally()
-    for start in range(0, len(keys), 500):  # SQLite's limit on parameters
-        rows = (
-            Record.objects.filter(
-                project_id=project_id, record_key__in=keys[start : start + 500], received_at=now
-            )
-            .values_list("kind")
-            .annotate(n=Count("id"))
-        )
-        stored.update(dict(rows))
-    return stored
-
-
 def count_ingest(
     via: str,
     project: Any,
     valid: Sequence[NormalisedRecord],
-    accepted: int,
-    now: datetime,
+    accepted_by_kind: dict[str, int],
     rejected_kinds: Iterable[str],
 ) -> None:
-    """Count one stored batch: its valid records as accepted or duplicate, and the rejected."""
-    split = split_by_kind(valid, accepted)
-    if split is None:
-        keys = list(dict.fromkeys(r.record_key for r in valid))
-        try:
-            new = _stored_now(project.pk, keys, now)
-        except DATABASE_UNAVAILABLE as exc:
-            # The batch is committed and its answer must say so: leave this batch's accepted
-            # and duplicate records uncounted rather than answer 503.
-            log.warning("not counting a stored batch by kind: %s", exc)
-            new, valid = Tally(), []
-        duplicates = Tally(r.kind for r in valid)
-        duplicates.subtract(new)
-        split = new, +duplicates
-    outcomes = ((ACCEPTED, split[0]), (DUPLICATE, split[1]), (REJECTED, Tally(rejected_kinds)))
+    """Count one stored batch: of its valid records, those the store took as new (its count
+    by kind) as accepted and the rest as duplicates; and the rejected ones."""
+    accepted = Tally(accepted_by_kind)
+    duplicates = Tally(r.kind for r in valid)
+    duplicates.subtract(accepted)
+    outcomes = ((ACCEPTED, accepted), (DUPLICATE, duplicates), (REJECTED, Tally(rejected_kinds)))
     for outcome, by_kind in outcomes:
         for kind, n in by_kind.items():
-            if n:
+            if n > 0:
                 INGEST_RECORDS.labels(project.name, kind, outcome, via).inc(n)
 
 
@@ -145,22 +104,29 @@ def count_api_ingest(
     posted: Sequence[tuple[int, Any]],
     rejected: Iterable[dict],
     valid: Sequence[NormalisedRecord],
-    stored: Any,
-    now: datetime,
+    accepted_by_kind: dict[str, int],
 ) -> None:
     """POST /api/v1/records: `posted` is the body's (index, raw record) pairs, `rejected` the
     answer's rejected entries (an NDJSON line that was not JSON has no raw record)."""
     raw_by_index = dict(posted)
     kinds = (_posted_kind(raw_by_index.get(entry["index"])) for entry in rejected)
-    count_ingest("api", project, valid, stored.accepted, now, kinds)
+    count_ingest("api", project, valid, accepted_by_kind, kinds)
 
 
-def count_otlp_ingest(project: Any, result: Any, stored: Any, now: datetime) -> None:
-    """POST /v1/traces: `result` is records.otlp's ExportResult."""
+def count_otlp_ingest(project: Any, result: Any, stored: Any) -> None:
+    """POST /v1/traces: `result` is records.otlp's ExportResult, `stored` the StoreResult."""
     kinds = (kind_label(kind) for kind in result.rejected_kinds)
-    count_ingest("otlp", project, result.records, stored.accepted, now, kinds)
+    count_ingest("otlp", project, result.records, stored.accepted_by_kind, kinds)
     if result.rejected_spans:
         OTLP_REJECTED_SPANS.labels(project.name).inc(result.rejected_spans)
+
+
+def count_alert_tick(tick: Any) -> None:
+    """One alert tick: `tick` is alerts.engine's Tick."""
+    ALERT_RULES_EVALUATED.labels("ok").inc(tick.rules - tick.errors)
+    ALERT_RULES_EVALUATED.labels("error").inc(tick.errors)
+    ALERT_EVENTS.inc(tick.events)
+    ALERT_NOTIFICATIONS_ENQUEUED.inc(tick.notifications)
 
 
 def observe_request(method: str, route: str, status: int, seconds: float) -> None:

@@ -26,6 +26,8 @@ class IngestResult:
     rejected: list[dict] = field(default_factory=list)
     # The records that passed and went to the store (new or duplicates), for the counters.
     valid: list[NormalisedRecord] = field(default_factory=list)
+    # The new ones by kind (records.store), so that the counters need no query.
+    accepted_by_kind: dict[str, int] = field(default_factory=dict)
 
     def body(self) -> dict:
         return {"accepted": self.accepted, "duplicates": self.duplicates, "rejected": self.rejected}
@@ -63,7 +65,9 @@ def ingest(
             rejected.append({"index": index, "id": posted_id(raw), "errors": result})
     stored = store_records(project_id, valid, now)
     rejected.sort(key=lambda r: r["index"])
-    return IngestResult(stored.accepted, stored.duplicates, rejected, valid)
+    return IngestResult(
+        stored.accepted, stored.duplicates, rejected, valid, stored.accepted_by_kind
+    )
 
 
 def posted_id(raw: Any) -> str | None:

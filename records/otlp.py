@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import orjson
@@ -52,6 +52,7 @@ ENCODINGS = (PROTOBUF, JSON)
 # Decisionboard's own attributes: on a span (inherited by its descendants in the same export),
 # on the resource, or on a decisionboard.<kind> event (that record only).
 PREFIX = "decisionboard."
+_PREFIX_LENGTH = len(PREFIX)
 RUN_ID = "decisionboard.run_id"
 PARENT_RUN_ID = "decisionboard.parent_run_id"
 AGENT = "decisionboard.agent"
@@ -177,10 +178,21 @@ def encode_response(response: Any, encoding: str) -> bytes:
 # --- spans as plain data -----------------------------------------------------------------------
 @dataclass(slots=True)
 class EventView:
+    """A span event. Its attributes are read from the decoded export when first asked for; a
+    decisionboard.<kind> event's are read straight into its record instead (record_event)."""
+
     index: int
     name: str
     time_ns: int
-    attributes: dict[str, Any]
+    key_values: Any  # the event's KeyValues, in the decoded export
+    reader: _Reader
+    _attributes: dict[str, Any] | None = None
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        if self._attributes is None:
+            self._attributes = self.reader.attributes(self.key_values)
+        return self._attributes
 
 
 @dataclass(slots=True)
@@ -196,11 +208,12 @@ class SpanView:
     failed: bool
     status_message: str
     events: list[EventView]
+    # gen_ai.operation.name when it is a string: read once, every declaration asks for it.
+    operation: str | None = None
 
-    @property
-    def operation(self) -> str | None:
+    def __post_init__(self) -> None:
         value = self.attributes.get(OPERATION)
-        return value if isinstance(value, str) else None
+        self.operation = value if isinstance(value, str) else None
 
     @property
     def label(self) -> str:
@@ -229,64 +242,136 @@ class _Reader:
             if "\x00" in text or "\\u0000" in text:  # the latter once parsed as JSON
                 self.dirty = True
             return text
-        if which == "int_value":
-            return value.int_value
+        if which == "int_value" or which == "bool_value":
+            return getattr(value, which)
         if which == "double_value":
             number = value.double_value
             if not math.isfinite(number):
                 self.dirty = True
             return number
-        if which == "bool_value":
-            return value.bool_value
         if which == "array_value":
             return [self.value(item) for item in value.array_value.values]
         if which == "kvlist_value":
-            return {kv.key: self.value(kv.value) for kv in value.kvlist_value.values}
+            return self.attributes(value.kvlist_value.values)
         if which == "bytes_value":
             return base64.b64encode(value.bytes_value).decode()
         return None
 
+    def record_fields(
+        self, key_values: Iterable, fields: dict[str, _Fit]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A decisionboard event's attributes as (envelope, data), read in one pass as
+        attributes() reads them: `decisionboard.x` is the envelope's x, any other key a field
+        of data, a dotted key nested (`classifier.model` is data.classifier.model), in order;
+        data fitted to the kind's declared `fields` (see _fit)."""
+        envelope: dict[str, Any] = {}
+        data: dict[str, Any] = {}
+        # Top-level fields fitted once all attributes are in: objects built from dotted keys,
+        # and JSON text where a list or object is declared (a later dotted key replaces it).
+        later: dict[str, None] = {}  # ordered and each once: _fit runs once on each value
+        for kv in key_values:
+            key = kv.key
+            value = kv.value
+            text = value.string_value
+            if text:
+                if "\x00" in text:
+                    self.dirty = True
+                value = text
+            else:
+                value = self.value(value)
+            fit = fields.get(key)
+            if fit is not None and not fit.container:
+                # A declared scalar, the usual attribute: only a double can change (to an int).
+                data[key] = _fit(value, fit) if isinstance(value, float) else value
+                continue
+            if fit is not None:  # a declared list or object
+                data[key] = value
+                later[key] = None
+            elif (name := _ENVELOPE_KEYS.get(key)) is not None:
+                envelope[name] = value
+                continue
+            elif key.startswith(PREFIX):
+                envelope[key[_PREFIX_LENGTH:]] = value
+                continue
+            elif "." in key:
+                parts = key.split(".")
+                _set_path(data, parts, value)
+                later[parts[0]] = None
+            else:
+                data[key] = value  # undeclared: kept as it is
+                continue
+            # A declared list or object, whole or in parts: JSON text in it is parsed, and an
+            # escaped NUL in that text becomes a NUL.
+            if text and "\\u0000" in text:
+                self.dirty = True
+        for key in later:
+            fit = fields.get(key)
+            if fit is not None and key in data:
+                data[key] = _fit(data[key], fit)
+        return envelope, data
+
     def attributes(self, key_values: Iterable) -> dict[str, Any]:
-        return {kv.key: self.value(kv.value) for kv in key_values}
+        """Key-values as an object (the last of a repeated key wins).
+
+        Strings, the most common value by far, are read here rather than through value(), and
+        without asking which member is set: only a string value has a non-empty string_value
+        (an empty one goes through value()). This loop runs for every attribute of every span
+        and event, and each call into the protobuf message costs.
+        """
+        out: dict[str, Any] = {}
+        for kv in key_values:
+            value = kv.value
+            text = value.string_value
+            if text:
+                if "\x00" in text or "\\u0000" in text:
+                    self.dirty = True
+                out[kv.key] = text
+            else:
+                out[kv.key] = self.value(value)
+        return out
 
 
 def spans_of(request: ExportTraceServiceRequest, reader: _Reader | None = None) -> list[SpanView]:
     reader = reader or _Reader()
     read = reader.attributes
+    error = Status.STATUS_CODE_ERROR
     spans = []
     for resource_spans in request.resource_spans:
         resource = read(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                attributes = read(span.attributes)
-                if "\x00" in span.name or "\x00" in span.status.message:  # both reach `data`
+                attributes = read(span.attributes) if span.attributes else {}
+                name = span.name
+                status = span.status
+                message = status.message
+                if "\x00" in name or "\x00" in message:  # both reach `data`
                     reader.dirty = True
                 events = [
-                    EventView(i, e.name, e.time_unix_nano, read(e.attributes))
+                    EventView(i, e.name, e.time_unix_nano, e.attributes, reader)
                     for i, e in enumerate(span.events)
                 ]
                 spans.append(
                     SpanView(
-                        trace_id=span.trace_id.hex(),
-                        span_id=span.span_id.hex(),
-                        parent_span_id=span.parent_span_id.hex(),
-                        name=span.name,
-                        start_ns=span.start_time_unix_nano,
-                        end_ns=span.end_time_unix_nano,
-                        attributes=attributes,
-                        resource=resource,
-                        failed=span.status.code == Status.STATUS_CODE_ERROR
-                        or ERROR_TYPE in attributes,
-                        status_message=span.status.message,
-                        events=events,
+                        span.trace_id.hex(),
+                        span.span_id.hex(),
+                        span.parent_span_id.hex(),
+                        name,
+                        span.start_time_unix_nano,
+                        span.end_time_unix_nano,
+                        attributes,
+                        resource,
+                        status.code == error or ERROR_TYPE in attributes,
+                        message,
+                        events,
                     )
                 )
     return spans
 
 
 # --- where a span belongs: run, parent run, agent, session -------------------------------------
-@dataclass(frozen=True, slots=True)
-class Scope:
+class Scope(NamedTuple):
+    """Where a span's records belong (a tuple: one is made for every span that has records)."""
+
     run_id: str
     parent_run_id: str | None
     agent: str | None
@@ -304,6 +389,10 @@ class Trace:
     def __init__(self, spans: list[SpanView]):
         self.by_id = {(s.trace_id, s.span_id): s for s in spans}
         self._scopes: dict[tuple[str, str], Scope] = {}
+        # What a resource's attributes give a span that has no attributes and no ancestor in
+        # the export: (run_id or None for the trace, parent_run_id, agent, session_id).
+        self._resource_scopes: dict[int, tuple[str | None, str | None, str | None, str | None]]
+        self._resource_scopes = {}
 
     def ancestors(self, span: SpanView) -> list[SpanView]:
         """The span's parent, grandparent, ... as far as this export holds them."""
@@ -321,11 +410,14 @@ class Trace:
 
     def scope(self, span: SpanView) -> Scope:
         key = (span.trace_id, span.span_id)
-        if key not in self._scopes:
-            self._scopes[key] = self._resolve(span)
-        return self._scopes[key]
+        scope = self._scopes.get(key)
+        if scope is None:
+            scope = self._scopes[key] = self._resolve(span)
+        return scope
 
     def _resolve(self, span: SpanView) -> Scope:
+        if not span.attributes and (span.trace_id, span.parent_span_id) not in self.by_id:
+            return self._resource_scope(span)
         lineage = [span, *self.ancestors(span)]
         run_id, parent_run_id = self._run(span, lineage)
         return Scope(
@@ -334,6 +426,22 @@ class Trace:
             agent=_inherited(lineage, (AGENT, AGENT_NAME)),
             session_id=_inherited(lineage, (SESSION_ID, CONVERSATION_ID)),
         )
+
+    def _resource_scope(self, span: SpanView) -> Scope:
+        """The scope of a span that says nothing itself and has no ancestor in the export (a
+        span that only carries decisionboard events, say): its resource's, or else its trace's
+        run. What _resolve finds for it, worked out once per resource rather than per span."""
+        found = self._resource_scopes.get(id(span.resource))
+        if found is None:
+            lineage = [span]
+            found = self._resource_scopes[id(span.resource)] = (
+                _string(span.resource.get(RUN_ID)),
+                _inherited(lineage, (PARENT_RUN_ID,)),
+                _inherited(lineage, (AGENT, AGENT_NAME)),
+                _inherited(lineage, (SESSION_ID, CONVERSATION_ID)),
+            )
+        run_id, parent_run_id, agent, session_id = found
+        return Scope(run_id or span.trace_id, parent_run_id, agent, session_id)
 
     def _run(self, span: SpanView, lineage: list[SpanView]) -> tuple[str, str | None]:
         """The run a span belongs to, and that run's parent run.
@@ -391,11 +499,19 @@ def _string(value: Any) -> str | None:
 # --- the mapped records ------------------------------------------------------------------------
 @dataclass(slots=True)
 class Mapped:
-    """One raw record (the envelope of DESIGN §2) and the span it came from."""
+    """One raw record (the envelope of DESIGN §2) and the span (or span event) it came from."""
 
     span: SpanView
-    source: str  # what to name in a rejection: the span, or the span's event
     raw: dict[str, Any]
+    note: str = ""  # what else to name in a rejection besides the span: "(turn)"
+    event: EventView | None = None
+
+    @property
+    def detail(self) -> str:
+        """The record's source within its span, for a rejection ("" for the span itself)."""
+        if self.event is not None:
+            return f"event {self.event.name}[{self.event.index}]"
+        return self.note
 
 
 @dataclass
@@ -413,8 +529,10 @@ class Mapping:
         )
 
 
-def _ts(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, UTC).isoformat().replace("+00:00", "Z")
+def _ts(ns: int) -> datetime:
+    """A record's `ts`: normalise takes a datetime as it takes RFC 3339 text (and judges it
+    the same), without a round trip through text."""
+    return datetime.fromtimestamp(ns / 1e9, UTC)
 
 
 def _envelope(kind: str, record_id: str, scope: Scope, ts_ns: int, data: dict) -> dict[str, Any]:
@@ -524,7 +642,7 @@ def model_call(span: SpanView, trace: Trace, mapping: Mapping) -> None:
     }
     record_id = f"otel:{span.trace_id}:{span.span_id}"
     raw = _envelope("model_call", record_id, trace.scope(span), span.end_ns, data)
-    mapping.records.append(Mapped(span, span.label, raw))
+    mapping.records.append(Mapped(span, raw))
 
 
 def provider_error(span: SpanView, trace: Trace, mapping: Mapping) -> None:
@@ -556,7 +674,7 @@ def provider_error(span: SpanView, trace: Trace, mapping: Mapping) -> None:
     data["otel"] = _otel_ref(span, operation=span.operation, durationMs=span.duration_ms)
     record_id = f"otel:{span.trace_id}:{span.span_id}"
     raw = _envelope("provider.error", record_id, trace.scope(span), span.end_ns, data)
-    mapping.records.append(Mapped(span, span.label, raw))
+    mapping.records.append(Mapped(span, raw))
 
 
 def tool_turns(tools: list[SpanView], trace: Trace, mapping: Mapping) -> None:
@@ -623,7 +741,7 @@ def tool_turns(tools: list[SpanView], trace: Trace, mapping: Mapping) -> None:
         ts_ns = max(t.end_ns for t in calls)
         record_id = f"otel:{trace_id}:{anchor_id}:turn"
         raw = _envelope("turn", record_id, trace.scope(first), ts_ns, data)
-        mapping.records.append(Mapped(first, f"{first.label} (turn)", raw))
+        mapping.records.append(Mapped(first, raw, note="(turn)"))
 
 
 def _tool_name_from_span(name: str) -> str | None:
@@ -642,6 +760,12 @@ def _json_or_text(value: Any) -> Any:
 
 
 # --- decisionboard.<kind> span events ----------------------------------------------------------
+ENVELOPE_NAMES = frozenset({"id", "run_id", "parent_run_id", "agent", "session_id"})
+_ENVELOPE_KEYS = {PREFIX + name: name for name in ENVELOPE_NAMES}
+# What the span's scope gives a record when the event does not set it.
+_SCOPE_NAMES = frozenset({"run_id", "parent_run_id", "agent", "session_id"})
+
+
 def record_event(span: SpanView, event: EventView, trace: Trace, mapping: Mapping) -> None:
     """A span event `decisionboard.<kind>` → one record of that kind.
 
@@ -651,40 +775,39 @@ def record_event(span: SpanView, event: EventView, trace: Trace, mapping: Mappin
     envelope of this record (id, run_id, parent_run_id, agent, session_id).
     """
     kind = event.name[len(PREFIX) :]
-    source = f"{span.label} event {event.name}[{event.index}]"
     if kind not in KINDS:
         mapping.reject(
             span, f"event {event.name}: unknown kind {kind!r}; one of {', '.join(KIND_NAMES)}"
         )
         return
-    envelope: dict[str, Any] = {}
-    data: dict[str, Any] = {}
-    for key, value in event.attributes.items():
-        if key.startswith(PREFIX):
-            envelope[key[len(PREFIX) :]] = value
-            continue
-        _set_path(data, key.split("."), value)
-    data = _coerce(data, _type_info(kind))
-    scope = trace.scope(span)
-    raw = _envelope(
-        kind,
-        f"otel:{span.trace_id}:{span.span_id}:{event.index}",
-        scope,
-        event.time_ns or span.end_ns,
-        data,
-    )
-    for name in ("id", "run_id", "parent_run_id", "agent", "session_id"):
-        if name in envelope:
-            raw[name] = envelope[name]
-    unknown = sorted(set(envelope) - {"id", "run_id", "parent_run_id", "agent", "session_id"})
-    if unknown:
+    envelope, data = event.reader.record_fields(event.key_values, _kind_fields(kind))
+    if not envelope.keys() <= ENVELOPE_NAMES:
+        unknown = envelope.keys() - ENVELOPE_NAMES
         mapping.reject(
             span,
             f"event {event.name}[{event.index}]: unknown envelope attribute "
-            f"{', '.join(PREFIX + u for u in unknown)}",
+            f"{', '.join(PREFIX + u for u in sorted(unknown))}",
         )
         return
-    mapping.records.append(Mapped(span, source, raw))
+    raw: dict[str, Any] = {
+        "id": f"otel:{span.trace_id}:{span.span_id}:{event.index}",
+        "kind": kind,
+        "ts": _ts(event.time_ns or span.end_ns),
+    }
+    # The event's own envelope attributes win over the span's scope: when they name all of
+    # it, the span's lineage is not walked for this record.
+    if not _SCOPE_NAMES <= envelope.keys():
+        run_id, parent_run_id, agent, session_id = trace.scope(span)
+        raw["run_id"] = run_id
+        if session_id is not None:
+            raw["session_id"] = session_id
+        if agent is not None:
+            raw["agent"] = agent
+        if parent_run_id is not None:
+            raw["parent_run_id"] = parent_run_id
+    raw.update(envelope)
+    raw["data"] = data
+    mapping.records.append(Mapped(span, raw, event=event))
 
 
 def _set_path(target: dict, parts: list[str], value: Any) -> None:
@@ -696,12 +819,59 @@ def _set_path(target: dict, parts: list[str], value: Any) -> None:
     target[parts[-1]] = value
 
 
+# Fitting attribute values to the declared types: a JSON string where a list or object is
+# declared is parsed, a whole double where an integer is declared becomes an integer. Only
+# declared containers are parsed, so a text field whose value happens to be JSON (a turn's
+# envelope text) stays text. What to do at each declared type is worked out once per type
+# (a _Fit), not once per value: this runs for every attribute of every decisionboard event.
+_CONTAINERS = (msgspec.inspect.ListType, msgspec.inspect.DictType, msgspec.inspect.StructType)
+
+
+class _Fit:
+    """How values declared as one type are fitted (see _fit)."""
+
+    __slots__ = ("container", "integer", "fields", "values", "items")
+
+    container: bool  # a list, object or struct is declared: a JSON string is parsed
+    integer: bool  # an integer is declared: a whole double becomes an int
+    fields: dict[str, _Fit] | None  # a struct: its fields by JSON name
+    values: _Fit | None  # an object: its values
+    items: _Fit | None  # a list: its items
+
+
+# By id of the msgspec.inspect node; the nodes live as long as _type_info's cache.
+_FITS: dict[int, _Fit] = {}
+
+
+def _fit_for(node: Any) -> _Fit:
+    fit = _FITS.get(id(node))
+    if fit is not None:
+        return fit
+    fit = _FITS[id(node)] = _Fit()  # registered first, so a recursive type ends
+    declared = _declared(node)
+    fit.container = isinstance(declared, _CONTAINERS)
+    fit.integer = isinstance(declared, msgspec.inspect.IntType)
+    fit.fields = fit.values = fit.items = None
+    if isinstance(declared, msgspec.inspect.StructType):
+        fit.fields = {f.encode_name: _fit_for(f.type) for f in declared.fields}
+    elif isinstance(declared, msgspec.inspect.DictType):
+        fit.values = _fit_for(declared.value_type)
+    elif isinstance(declared, msgspec.inspect.ListType):
+        fit.items = _fit_for(declared.item_type)
+    return fit
+
+
+@cache
+def _kind_fields(kind: str) -> dict[str, _Fit]:
+    """The fields of the kind's data, by JSON name."""
+    fields = _fit_for(_type_info(kind)).fields
+    assert fields is not None  # every kind's data is a struct
+    return fields
+
+
 @cache
 def _type_info(kind: str) -> Any:
     return msgspec.inspect.type_info(schema.DATA_TYPES[kind])
-
-
-_CONTAINERS = (msgspec.inspect.ListType, msgspec.inspect.DictType, msgspec.inspect.StructType)
 
 
 def _declared(node: Any) -> Any:
@@ -712,42 +882,47 @@ def _declared(node: Any) -> Any:
     return node
 
 
-_FIELDS: dict[int, dict[str, Any]] = {}
-
-
-def _fields(node: Any) -> dict[str, Any]:
-    """A struct type's fields by their JSON name (cached: the types are built once per kind)."""
-    fields = _FIELDS.get(id(node))
-    if fields is None:
-        fields = _FIELDS[id(node)] = {f.encode_name: f.type for f in node.fields}
-    return fields
-
-
-def _coerce(value: Any, node: Any) -> Any:
-    """Fit attribute values to the declared type: a JSON string where a list or object is
-    declared is parsed, a whole double where an integer is declared becomes an integer.
-
-    Only declared containers are parsed, so a text field whose value happens to be JSON (a
-    turn's envelope text) stays text.
-    """
-    node = _declared(node)
+def _fit(value: Any, fit: _Fit) -> Any:
+    """`value` fitted to the declared type whose _Fit is `fit`."""
     if isinstance(value, str):
-        if isinstance(node, _CONTAINERS):
+        if fit.container:
             parsed = _json_or_text(value)
             # Parsed JSON is typed already (3 is an int): nothing below it to fit.
             return parsed if isinstance(parsed, (list, dict)) else value
         return value
-    if isinstance(value, float) and isinstance(node, msgspec.inspect.IntType):
-        return int(value) if math.isfinite(value) and value.is_integer() else value
+    if isinstance(value, float):
+        if fit.integer and math.isfinite(value) and value.is_integer():
+            return int(value)
+        return value
     if isinstance(value, dict):
-        if isinstance(node, msgspec.inspect.StructType):
-            fields = _fields(node)
-            return {k: _coerce(v, fields[k]) if k in fields else v for k, v in value.items()}
-        if isinstance(node, msgspec.inspect.DictType):
-            return {k: _coerce(v, node.value_type) for k, v in value.items()}
-    if isinstance(value, list) and isinstance(node, msgspec.inspect.ListType):
-        return [_coerce(item, node.item_type) for item in value]
+        if fit.fields is not None:
+            return _fit_object(value, fit.fields)
+        if fit.values is not None:
+            return {k: _fit(v, fit.values) for k, v in value.items()}
+        return value
+    if isinstance(value, list) and fit.items is not None:
+        return [_fit(item, fit.items) for item in value]
     return value
+
+
+def _fit_object(value: dict[str, Any], fields: dict[str, _Fit] | None) -> dict[str, Any]:
+    """An object fitted to a struct's fields; undeclared keys are kept as they are."""
+    if fields is None:
+        return value
+    out = {}
+    for key, item in value.items():
+        fit = fields.get(key)
+        # What _fit would return unchanged needs no call: an undeclared field, a string where
+        # no container is declared, an integer or a boolean (the usual attributes).
+        if fit is None:
+            out[key] = item
+        elif isinstance(item, str):
+            out[key] = _fit(item, fit) if fit.container else item
+        elif isinstance(item, int):  # bool included
+            out[key] = item
+        else:
+            out[key] = _fit(item, fit)
+    return out
 
 
 # --- the declarations --------------------------------------------------------------------------
@@ -774,11 +949,19 @@ SPAN_MAPPINGS: tuple[SpanMapping, ...] = (
 )
 
 
+def _declaration(span: SpanView) -> SpanMapping | None:
+    """The first declaration that applies to the span."""
+    for mapping in SPAN_MAPPINGS:
+        if mapping.applies(span):
+            return mapping
+    return None
+
+
 def map_export(request: ExportTraceServiceRequest) -> Mapping:
     """Every record the export's spans and events map to, and every span it could not map."""
     reader = _Reader()
     spans = spans_of(request, reader)
-    mapping = Mapping(spans, scrub=reader.dirty)
+    mapping = Mapping(spans)
     trace = Trace(spans)
     tools: list[SpanView] = []
     for span in spans:
@@ -787,7 +970,7 @@ def map_export(request: ExportTraceServiceRequest) -> Mapping:
             if event.name.startswith(PREFIX):
                 has_events = True
                 record_event(span, event, trace, mapping)
-        declaration = next((m for m in SPAN_MAPPINGS if m.applies(span)), None)
+        declaration = _declaration(span)
         if declaration is not None and declaration.build is not None:
             declaration.build(span, trace, mapping)
         elif span.operation == EXECUTE_TOOL:
@@ -802,6 +985,8 @@ def map_export(request: ExportTraceServiceRequest) -> Mapping:
             )
     if tools:
         tool_turns(tools, trace, mapping)
+    # Events' attributes are read as the mappings ask for them: all are read by now.
+    mapping.scrub = reader.dirty
     return mapping
 
 
@@ -825,16 +1010,17 @@ def normalise_export(
     its other, valid records are still stored.
     """
     mapping = map_export(request)
+    limits = limits or Limits()
     valid: list[NormalisedRecord] = []
     rejected_kinds: list[str] = []
     for mapped in mapping.records:
-        result = normalise(mapped.raw, now=now, limits=limits or Limits(), scrub=mapping.scrub)
+        result = normalise(mapped.raw, now=now, limits=limits, scrub=mapping.scrub)
         if isinstance(result, NormalisedRecord):
             valid.append(result)
         else:
             rejected_kinds.append(mapped.raw["kind"])
             errors = "; ".join(f"{path}: {', '.join(msgs)}" for path, msgs in result.items())
-            label = mapped.source.removeprefix(mapped.span.label).strip() or mapped.raw["kind"]
+            label = mapped.detail or mapped.raw["kind"]
             mapping.reject(mapped.span, f"{label} rejected: {errors}")
     return ExportResult(
         spans=len(mapping.spans),

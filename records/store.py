@@ -10,8 +10,9 @@ created on first sight; the catch-up pass widens it and counts its records.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection, transaction
@@ -69,7 +70,7 @@ WITH ins AS (
     INSERT INTO {RECORD_TABLE} (project_id, received_at, {", ".join(COLUMNS)})
     SELECT %(project)s, %(now)s, {", ".join(COLUMNS)} FROM ingest_stage ORDER BY record_key
     ON CONFLICT (project_id, record_key) DO NOTHING
-    RETURNING run_id, ts, agent, session_id, parent_run_id
+    RETURNING kind, run_id, ts, agent, session_id, parent_run_id
 ), runs AS (
     -- New runs only: widening a run's time range and counting its records is the catch-up
     -- pass's job (records.rollup). Runs already committed are left out before the INSERT: ON
@@ -90,7 +91,7 @@ WITH ins AS (
     ON CONFLICT (project_id, run_id) DO NOTHING
     RETURNING 1
 )
-SELECT count(*) FROM ins
+SELECT kind, count(*) FROM ins GROUP BY kind
 """
 _SQLITE_RUN_INSERT = f"""
 INSERT INTO {RUN_TABLE}
@@ -105,6 +106,8 @@ ON CONFLICT (project_id, run_id) DO NOTHING
 class StoreResult:
     accepted: int
     duplicates: int
+    # The new records by kind (together `accepted`), so the ingest counters need no query.
+    accepted_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 def store_records(
@@ -119,10 +122,11 @@ def store_records(
     rows = list(unique.values())
     with transaction.atomic():
         if connection.vendor == "postgresql":
-            accepted = _insert_postgresql(project_id, rows, now)
+            by_kind = _insert_postgresql(project_id, rows, now)
         else:
-            accepted = _insert_sqlite(project_id, rows, now)
-    return StoreResult(accepted=accepted, duplicates=len(records) - accepted)
+            by_kind = _insert_sqlite(project_id, rows, now)
+    accepted = sum(by_kind.values())
+    return StoreResult(accepted, len(records) - accepted, by_kind)
 
 
 def record_row(record: NormalisedRecord, ts: object) -> tuple:
@@ -154,7 +158,9 @@ def record_row(record: NormalisedRecord, ts: object) -> tuple:
     )
 
 
-def _insert_postgresql(project_id: int, rows: list[NormalisedRecord], now: datetime) -> int:
+def _insert_postgresql(
+    project_id: int, rows: list[NormalisedRecord], now: datetime
+) -> dict[str, int]:
     with connection.cursor() as cursor:
         # TRUNCATE: ON COMMIT DELETE ROWS only empties the stage at commit, and a caller may
         # store several batches in one transaction.
@@ -167,10 +173,10 @@ def _insert_postgresql(project_id: int, rows: list[NormalisedRecord], now: datet
             for record in rows:
                 copy.write_row(record_row(record, record.ts))
         cursor.execute(_PG_INSERT, {"project": project_id, "now": now})
-        return cursor.fetchone()[0]
+        return dict(cursor.fetchall())
 
 
-def _insert_sqlite(project_id: int, rows: list[NormalisedRecord], now: datetime) -> int:
+def _insert_sqlite(project_id: int, rows: list[NormalisedRecord], now: datetime) -> dict[str, int]:
     ops = connection.ops
     with connection.cursor() as cursor:
         existing: set[str] = set()
@@ -185,7 +191,7 @@ def _insert_sqlite(project_id: int, rows: list[NormalisedRecord], now: datetime)
             existing.update(key for (key,) in cursor.fetchall())
         new = [r for r in rows if r.record_key not in existing]
         if not new:
-            return 0
+            return {}
         received = ops.adapt_datetimefield_value(now)
         placeholders = ", ".join(["%s"] * (len(COLUMNS) + 2))
         cursor.executemany(
@@ -205,4 +211,4 @@ def _insert_sqlite(project_id: int, rows: list[NormalisedRecord], now: datetime)
             else:
                 runs[r.run_id][6] = ops.adapt_datetimefield_value(r.ts)
         cursor.executemany(_SQLITE_RUN_INSERT, list(runs.values()))
-        return len(new)
+        return dict(Counter(r.kind for r in new))

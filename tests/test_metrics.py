@@ -15,16 +15,17 @@ from datetime import timedelta
 
 import pytest
 import requests
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from kombu import Connection
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from alerts.models import Rule
 from ops import multiprocess
-from ops.instruments import split_by_kind
 from records import rollup
 from records.models import ApiKey, Project
-from records.normalise import NormalisedRecord, normalise
 from tests.conftest import database_url
 from tests.factories import DATA, record
 from tests.live import wait_until
@@ -33,7 +34,7 @@ from tests.otlp_payloads import chat, export, json_string_form, span
 from workers import heartbeat, processes
 from workers.models import ExportJob
 from workers.queues import Queue
-from workers.tasks import catch_up_task, heartbeat_task
+from workers.tasks import catch_up_task, evaluate_alerts_task, heartbeat_task
 
 RECORDS = "decisionboard_ingest_records_total"
 
@@ -119,30 +120,22 @@ def test_it_tells_which_kinds_of_a_mixed_batch_were_stored_before(alice, metrics
     assert ingested(before, after, "acme", "turn", "accepted") == 1
 
 
-def _normalised(kind: str, id: str) -> NormalisedRecord:
-    result = normalise(record(kind, id=id), now=timezone.now())
-    assert isinstance(result, NormalisedRecord)
-    return result
-
-
-def test_it_splits_a_batch_by_kind_from_the_stores_totals_when_that_is_plain():
-    pick, again, selection = (
-        _normalised("tool_choice.pick", "a"),
-        _normalised("tool_choice.pick", "a"),
-        _normalised("model_selection", "b"),
-    )
-    batch = [pick, again, selection]
-    assert split_by_kind(batch, accepted=2) == (
-        {"tool_choice.pick": 1, "model_selection": 1},
-        {"tool_choice.pick": 1},
-    )
-    assert split_by_kind(batch, accepted=0) == ({}, {"tool_choice.pick": 2, "model_selection": 1})
-    assert split_by_kind([pick, _normalised("tool_choice.pick", "c")], accepted=1) == (
-        {"tool_choice.pick": 1},
-        {"tool_choice.pick": 1},
-    )
-    # One of two kinds stored before: which one only the database knows.
-    assert split_by_kind(batch, accepted=1) is None
+@pytest.mark.both_dbs
+def test_counting_a_batch_by_kind_costs_no_query_of_its_own(alice, metrics_on):
+    # The store says how many of each kind it took as new, so a mixed batch partly stored
+    # before is counted without asking the database which of its records those were.
+    post(alice, [record("tool_choice.pick", id="p1"), record("model_selection", id="s1")])
+    with CaptureQueriesContext(connection) as fresh:
+        post(alice, [record("tool_choice.pick", id="p2"), record("model_selection", id="s2")])
+    fresh_queries = len(fresh)  # read now: the next request empties Django's query log
+    before = scrape()
+    with CaptureQueriesContext(connection) as mixed:
+        post(alice, [record("tool_choice.pick", id="p1"), record("model_selection", id="s3")])
+    mixed_queries = len(mixed)
+    after = scrape()
+    assert mixed_queries == fresh_queries > 0
+    assert ingested(before, after, "acme", "tool_choice.pick", "duplicate") == 1
+    assert ingested(before, after, "acme", "model_selection", "accepted") == 1
 
 
 def test_it_counts_otlp_records_and_rejected_spans(alice, metrics_on):
@@ -162,6 +155,25 @@ def test_it_counts_otlp_records_and_rejected_spans(alice, metrics_on):
     assert ingested(before, after, "acme", "tool_choice.pick", "rejected", via="otlp") == 1
     spans = "decisionboard_otlp_rejected_spans_total"
     assert value(after, spans, project="acme") - value(before, spans, project="acme") == 2
+
+
+def test_it_counts_what_each_alert_tick_evaluated_and_recorded(alice, metrics_on):
+    rule = {"comparator": "lt", "metric": "records", "window_minutes": 5, "group_by": ""}
+    Rule.objects.create(project=alice.project, name="silent", threshold=1, **rule)  # 0 < 1
+    Rule.objects.create(project=alice.project, name="quiet", threshold=0, **rule)
+    before = scrape()
+    evaluate_alerts_task.apply()
+    after = scrape()
+
+    def moved(name: str, **labels) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("decisionboard_alert_rules_evaluated_total", outcome="ok") == 2
+    assert moved("decisionboard_alert_rules_evaluated_total", outcome="error") == 0
+    assert moved("decisionboard_alert_events_total") == 1  # "silent" fires
+    assert moved("decisionboard_alert_notifications_enqueued_total") == 0  # no channel
+    ticks = "decisionboard_task_duration_seconds_count"
+    assert moved(ticks, task="evaluate_alerts", state="success") == 1
 
 
 def test_it_times_requests_by_route_never_by_path(alice, metrics_on):

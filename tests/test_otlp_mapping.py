@@ -270,6 +270,97 @@ def test_decisionboard_run_id_on_a_span_or_the_resource_overrides_the_trace():
     assert records["notice"].agent == "bot"
 
 
+def test_spans_that_say_nothing_take_their_resource_s_run_agent_session_and_parent():
+    # Spans with no attributes and no parent in the export (a batch of decisionboard events,
+    # one span each): what they inherit is the resource's, else each one's own trace.
+    notice = json_string_form(DATA["notice"])
+    other_trace = "0" * 31 + "2"
+    request = export(
+        span("a", events=[("decisionboard.notice", notice)]),
+        span("b", events=[("decisionboard.notice", notice)], trace_id=other_trace),
+    )
+    with_resource = export(
+        span("c", events=[("decisionboard.notice", notice)]),
+        span("d", events=[("decisionboard.notice", notice)], trace_id=other_trace),
+        resource={
+            "decisionboard.run_id": "run-r",
+            "decisionboard.parent_run_id": "run-p",
+            "gen_ai.agent.name": "router",
+            "gen_ai.conversation.id": "conv-1",
+        },
+    )
+    bare = otlp.normalise_export(request, now=NOW).records
+    assert [(r.run_id, r.parent_run_id, r.agent, r.session_id) for r in bare] == [
+        (TRACE, None, None, None),
+        (other_trace, None, None, None),
+    ]
+    named = otlp.normalise_export(with_resource, now=NOW).records
+    assert {(r.run_id, r.parent_run_id, r.agent, r.session_id) for r in named} == {
+        ("run-r", "run-p", "router", "conv-1")
+    }
+
+
+def test_an_event_that_names_its_whole_envelope_ignores_the_span_s_lineage():
+    agent = span_id()
+    envelope = {
+        "decisionboard.run_id": "run-e",
+        "decisionboard.parent_run_id": "run-pe",
+        "decisionboard.agent": "planner",
+        "decisionboard.session_id": "sess-e",
+    }
+    request = export(
+        span("invoke_agent", {"gen_ai.operation.name": "invoke_agent",
+                              "gen_ai.agent.name": "outer"}, span_id_hex=agent),
+        span("step", {"decisionboard.run_id": "run-s"}, parent=agent,
+             events=[("decisionboard.notice", {**json_string_form(DATA["notice"]), **envelope}),
+                     ("decisionboard.notice", json_string_form(DATA["notice"]))]),
+    )  # fmt: skip
+    first, second = otlp.normalise_export(request, now=NOW).records
+    assert (first.run_id, first.parent_run_id, first.agent, first.session_id) == (
+        "run-e", "run-pe", "planner", "sess-e"
+    )  # fmt: skip
+    assert (second.run_id, second.agent) == ("run-s", "outer")
+
+
+def test_an_escaped_nul_in_json_text_is_scrubbed_once_parsed_and_kept_as_text_elsewhere():
+    pick = {
+        **json_string_form(DATA["tool_choice.pick"]),
+        "offered": json.dumps(["search_docs", "read\u0000file"]),  # JSON escapes the NUL
+    }
+    notice = {**json_string_form(DATA["notice"]), "message": "see \\u0000 in the log"}
+    request = export(
+        span("s", events=[("decisionboard.tool_choice.pick", pick)]),
+        span("t", events=[("decisionboard.notice", notice)]),
+    )
+    result, records = mapped(request)
+    assert data(records["tool_choice.pick"])["offered"] == ["search_docs", "read\ufffdfile"]
+    assert json.loads(records["tool_choice.pick"].derived_json)["nul_replaced"] == [
+        "data.offered[1]"
+    ]
+    assert data(records["notice"])["message"] == "see \\u0000 in the log"
+
+
+def test_a_nul_in_an_exception_event_of_a_failed_span_is_scrubbed():
+    # The exception event's attributes are read only when the provider error asks for them.
+    failed = span("chat", chat(**{"error.type": "RateLimitError"}),
+                  events=[("exception", {"exception.message": "over\x00quota"})])  # fmt: skip
+    result, records = mapped(export(failed))
+    assert data(records["provider.error"])["message"] == "over\ufffdquota"
+
+
+def test_dotted_and_kvlist_parts_of_a_declared_object_are_fitted_like_whole_ones():
+    pick = {
+        **json_string_form(DATA["tool_choice.pick"]),
+        "usage.inputTokens": 120.0,
+        "usage.outputTokens": 8.0,
+        "classifier": {"name": "tool-ranker", "model": "claude-haiku-4-5"},
+    }
+    result, records = mapped(export(span("s", events=[("decisionboard.tool_choice.pick", pick)])))
+    assert result.rejected_spans == 0, result.error_message
+    assert data(records["tool_choice.pick"])["usage"] == {"inputTokens": 120, "outputTokens": 8}
+    assert records["tool_choice.pick"].model == "claude-haiku-4-5"
+
+
 def test_the_iteration_of_a_model_call_comes_from_a_decisionboard_event_on_its_span():
     pick = json_string_form({**DATA["tool_choice.pick"], "iteration": 6})
     _, records = mapped(

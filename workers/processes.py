@@ -2,11 +2,14 @@
 
 Used by `manage.py serve` (the README's start command), the end-to-end tests and the
 benchmarks, so that all three run the same commands. Each child leads its own process group,
-so that stopping it takes its own workers (gunicorn's, Celery's pool) with it.
+so that stopping it takes its own workers (gunicorn's, Celery's pool) with it; and each is
+remembered until stopped, so that a process that exits without stopping its children (an error
+past the code that would, a signal turned into an exit) stops them at exit (stop_leftovers).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import socket
@@ -77,10 +80,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# The children this process started and has not stopped, by pid; and the pid they belong to
+# (a forked copy of this module holds its parent's list, which is not its to stop).
+_live: dict[int, subprocess.Popen] = {}
+_owner: int | None = None
+
+
 def spawn(cmd: list[str], *, env: dict | None = None, log=None) -> subprocess.Popen:
     """Start `cmd` in its own process group from the project's directory; output to `log` (an
     open file), else inherited."""
-    return subprocess.Popen(
+    global _owner
+    child = subprocess.Popen(
         cmd,
         cwd=BASE_DIR,
         env=env,
@@ -88,6 +98,18 @@ def spawn(cmd: list[str], *, env: dict | None = None, log=None) -> subprocess.Po
         stderr=subprocess.STDOUT if log is not None else None,
         start_new_session=True,
     )
+    if _owner != os.getpid():
+        _owner = os.getpid()
+        _live.clear()
+        atexit.register(stop_leftovers)
+    _live[child.pid] = child
+    return child
+
+
+def stop_leftovers(timeout: float = 5.0) -> None:
+    """Stop every child this process started and has not stopped (as stop() does); at exit."""
+    if _owner == os.getpid() and _live:
+        stop(list(_live.values()), timeout)
 
 
 def stop(children: Iterable[subprocess.Popen], timeout: float = 15.0) -> None:
@@ -113,6 +135,7 @@ def stop(children: Iterable[subprocess.Popen], timeout: float = 15.0) -> None:
         except ProcessLookupError:  # the group is gone: nothing was left behind
             pass
         child.wait()
+        _live.pop(child.pid, None)
 
 
 @contextmanager

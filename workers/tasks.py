@@ -14,6 +14,7 @@ from celery import shared_task
 from alerts import delivery, engine
 from alerts.transports import TransportError
 from config.outage import DATABASE_UNAVAILABLE
+from ops.instruments import count_alert_tick
 from records import rollup
 from workers import exports, heartbeat
 
@@ -81,4 +82,4 @@ def enqueue_delivery(event_id: int, channel_id: int) -> None:
 
 @shared_task(ignore_result=True)
 def evaluate_alerts_task() -> None:
-    engine.evaluate_all(enqueue=enqueue_delivery)
+    count_alert_tick(engine.evaluate_all(enqueue=enqueue_delivery))
