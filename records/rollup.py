@@ -24,9 +24,9 @@ from django.db import connection, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from records import keys, streaks
+from records import keys, streaks, tools
 from records.derive import NOTICE_REPEATED, ONCE_PER_RUN_NOTICES
-from records.keys import CLASSIFICATION, NOTICE, VERDICT, VIOLATION
+from records.keys import CLASSIFICATION, NOTICE, RETRACTING_KINDS, VERDICT, VIOLATION
 from records.models import (
     Classification,
     Grain,
@@ -35,6 +35,7 @@ from records.models import (
     Run,
     Streak,
     StreakSegment,
+    ToolDecision,
     Watermark,
 )
 from records.sketch import Sketch
@@ -208,7 +209,7 @@ def analyze_if_grown(*, min_records: int = ANALYZE_MIN_RECORDS) -> bool:
         return False
     folded = Watermark.objects.filter(name=WATERMARK).values_list("last_id", flat=True).first() or 0
     mark, _ = Watermark.objects.get_or_create(name=_ANALYZED)
-    tables = (Record, Rollup, Run, Classification, StreakSegment)
+    tables = (Record, Rollup, Run, Classification, StreakSegment, ToolDecision)
     with connection.cursor() as cursor:
         # The records the planner knows of (-1 before any ANALYZE): grown by a fifth of that.
         cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [Record._meta.db_table])
@@ -238,6 +239,7 @@ def run_pass(batch_size: int) -> PassResult:
             for row in rows:
                 batch.add(row)
             _merge_classifications(batch)
+            tools.fold(batch, watermark.last_id, last_id)  # records.tools: tool funnel rows
             _flag_repeated_notices(batch, watermark.last_id)
             _merge_rollups(batch)
             _merge_streaks(batch)
@@ -481,9 +483,10 @@ def _merge_rollups(batch: _Batch) -> None:
                 f"{_ROLLUP_CONFLICT}",
                 [(*row[:2], _db_time(row[2]), *row[3:]) for row in rows],
             )
-        # A classification that moved took its count back from a cell: a cell left at zero
-        # is no rollup at all (and would differ from a pass that never saw it there).
-        emptied = [row for row in rows if row[3] == CLASSIFICATION and row[7] < 0]
+        # A classification (or tool decision) that moved took its count back from a cell: a
+        # cell left at zero is no rollup at all (and would differ from a pass that never saw
+        # it there).
+        emptied = [row for row in rows if row[3] in RETRACTING_KINDS and row[7] < 0]
         if emptied:
             cursor.executemany(
                 f"DELETE FROM {_ROLLUP} WHERE project_id = %s AND grain = %s AND bucket = %s "

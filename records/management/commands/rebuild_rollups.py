@@ -11,7 +11,7 @@ from records.rebuild import rebuild
 class Command(BaseCommand):
     help = (
         "Derive every stored record again from its data, drop the rollups, classifications, "
-        "streaks and run summaries, and rewind the watermark so the workers fold everything in "
+        "tool decisions, streaks and run summaries, and rewind the watermark so the workers fold everything in "
         "anew (after a change to a derivation)."
     )
 
