@@ -77,7 +77,7 @@ KEY_FIELDS: dict[str, tuple[str, ...]] = {
     TOOL_CALL: ("tool", "invented", "error"),  # "1" | "0" each
     TOOL_LINK: ("tool", "stage"),  # records.tools.LINK_STAGES
     SELECTION_LINK: ("agreement", "chosen_called", "bin"),  # bin: "0".."9" of confidence
-    NARROWING: ("offered", "need"),  # sizes, as decimal text
+    NARROWING: ("offered", "side", "n"),  # side: need | ranked; sizes as decimal text
 }
 
 _SEP = "|"

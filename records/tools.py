@@ -20,8 +20,9 @@ Definitions, where DESIGN is silent:
 - *Agreement* is the outcome's `firstAgrees` (decisions without it are left out of agreement and
   calibration, as DESIGN §4 leaves them out of first-pick agreement); *chosen-vs-called* is
   whether the top-ranked tool is among the called ones.
-- Narrowing to the *top N* serves the first N offered names of `ranked` plus the doors, and the
-  full set once N reaches the number offered (agentfootprint's "too-few"). A decision *needs* N
+- Narrowing to the *top N* serves the first N offered names of `ranked` (fewer when fewer were
+  ranked) plus the doors, and the full set once N reaches the number offered (agentfootprint's
+  "too-few"). A decision *needs* N
   when that is the smallest N serving every offered tool it called (0 when it called none that
   was offered: no N misses it); an offered tool the classifier did not rank needs the full set.
 
@@ -42,8 +43,9 @@ Rows (records.keys), all in the minute of their record, or for a decision of its
 - SELECTION_LINK, per decision: key (agreement agree|disagree|"", chosen_called 1|0, bin 0..9 of
   the confidence clipped to [0, 1]); tokens_out = the clipped confidence in millionths (integers,
   so that a decision's count moved away leaves exactly nothing behind).
-- NARROWING, per decision whose pick offered tools: key (offered m, need n); tokens_out = the
-  doors served.
+- NARROWING, two per decision whose pick offered tools, key (offered m, side, n): side `need`
+  with n = the top-N it needs; side `ranked` with n = the offered tools ranked (what a top-N
+  below m would serve at most) and tokens_out = the doors served.
 """
 
 from __future__ import annotations
@@ -199,9 +201,12 @@ def contribution(pick: dict | None, outcome: dict | None) -> list[tuple]:
     out.append((SELECTION_LINK, {"agreement": agreement, "chosen_called": int(chosen_called),
                                  "bin": bin_}, micro))  # fmt: skip
     if offered:
+        m = len(offered)
         doors = sum(1 for name in pick["s"] if name not in offered_set)
-        out.append((NARROWING, {"offered": len(offered),
-                                "need": need(offered, ranked, called)}, doors))  # fmt: skip
+        ranked_offered = sum(1 for name in ranked if name in offered_set)
+        out.append((NARROWING, {"offered": m, "side": "need",
+                                "n": need(offered, ranked, called)}, 0))  # fmt: skip
+        out.append((NARROWING, {"offered": m, "side": "ranked", "n": ranked_offered}, doors))
     return [(minute, kind, agent, model, values, t_out) for kind, values, t_out in out]
 
 

@@ -188,25 +188,27 @@ class WhatIf:
 
 
 def whatif(rows: Iterable[Row]) -> WhatIf:
-    """The what-if of NARROWING rows (any grouping summed): a decision offered m tools, needs
-    the top n (records.tools.need) and was served d doors; at top-N it misses when n > N and
-    serves min(N, m) + d."""
-    cells: dict[tuple[int, int], int] = defaultdict(int)
+    """The what-if of NARROWING rows (any grouping summed; records.tools): a decision offered
+    m tools, ranked r of them, needs the top n and was served d doors; at top-N below m it
+    misses when n > N and serves min(N, r) + d, from m on it misses nothing and serves m + d."""
+    needs: dict[tuple[int, int], int] = defaultdict(int)
+    ranks: dict[tuple[int, int], int] = defaultdict(int)
     doors = 0
     for row in rows:
         if row.kind != NARROWING:
             continue
         k = keys.decode(NARROWING, row.key)
-        cells[(int(k["offered"]), int(k["need"]))] += row.count
+        cell = needs if k["side"] == "need" else ranks
+        cell[(int(k["offered"]), int(k["n"]))] += row.count
         doors += row.tokens_out
-    total = sum(cells.values())
+    total = sum(needs.values())
     if not total:
         return WhatIf(0, [])
-    largest = max(m for m, _ in cells)
+    largest = max(m for m, _ in needs)
     points = []
     for n in range(1, largest + 1):
-        missed = sum(c for (_, need), c in cells.items() if need > n)
-        served = sum(c * min(n, m) for (m, _), c in cells.items()) + doors
+        missed = sum(c for (_, need), c in needs.items() if need > n)
+        served = sum(c * (m if n >= m else min(n, r)) for (m, r), c in ranks.items()) + doors
         points.append((n, missed / total, served / total))
     return WhatIf(total, points)
 
