@@ -41,7 +41,9 @@ def tools_list(request: HttpRequest) -> HttpResponse:
         if any(n for _, n in skips)
         else None,
     }
-    return _page(request, "dashboard/tools.html", "dashboard/partials/tools_list_body.html", context)
+    return _page(
+        request, "dashboard/tools.html", "dashboard/partials/tools_list_body.html", context
+    )
 
 
 def _before(request: HttpRequest) -> int | None:
@@ -70,7 +72,9 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
         "live": partial is not None,
         "live_seconds": LIVE_SECONDS,
     }
-    return _page(request, "dashboard/tools_tool.html", "dashboard/partials/tools_tool_body.html", context)
+    return _page(
+        request, "dashboard/tools_tool.html", "dashboard/partials/tools_tool_body.html", context
+    )
 
 
 @login_required
@@ -90,8 +94,12 @@ def selection(request: HttpRequest) -> HttpResponse:
     ]
     context = {
         **chart_context(project, data, agents, error, chosen),
-        "agreement_model_figure": timed(tool_figures.rates(data["agreement_by_model"], models=True)),
-        "agreement_agent_figure": timed(tool_figures.rates(data["agreement_by_agent"], models=False)),
+        "agreement_model_figure": timed(
+            tool_figures.rates(data["agreement_by_model"], models=True)
+        ),
+        "agreement_agent_figure": timed(
+            tool_figures.rates(data["agreement_by_agent"], models=False)
+        ),
         "chosen_model_figure": timed(tool_figures.rates(data["chosen_by_model"], models=True)),
         "chosen_agent_figure": timed(tool_figures.rates(data["chosen_by_agent"], models=False)),
         "reliability_figure": tool_figures.reliability(data["calibration"])
@@ -110,7 +118,10 @@ def selection(request: HttpRequest) -> HttpResponse:
         "live_seconds": LIVE_SECONDS,
     }
     return _page(
-        request, "dashboard/tools_selection.html", "dashboard/partials/tools_selection_body.html", context
+        request,
+        "dashboard/tools_selection.html",
+        "dashboard/partials/tools_selection_body.html",
+        context,
     )
 
 
@@ -133,5 +144,8 @@ def narrowing(request: HttpRequest) -> HttpResponse:
         "by_agent": by_agent,
     }
     return _page(
-        request, "dashboard/tools_narrowing.html", "dashboard/partials/tools_narrowing_body.html", context
+        request,
+        "dashboard/tools_narrowing.html",
+        "dashboard/partials/tools_narrowing_body.html",
+        context,
     )

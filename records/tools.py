@@ -173,7 +173,7 @@ def _add_turn(batch, project, minute, agent, latency, is_error, derived: dict) -
             cell.sketch.add(latency)
 
 
-# --- decisions -------------------------------------------------------------------------------------
+# --- decisions -----------------------------------------------------------------------------------
 def contribution(pick: dict | None, outcome: dict | None) -> list[tuple]:
     """The rows one decision holds: [(minute, kind, agent, model, key values, tokens_out)]."""
     if not pick or not outcome:
@@ -385,4 +385,3 @@ def _save(rows: list[tuple]) -> None:
                 f"INSERT INTO {_DECISION} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s) {_CONFLICT}",
                 rows,
             )
-

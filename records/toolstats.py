@@ -127,7 +127,7 @@ def invented(stats: dict[str, ToolStats], top: int = 20) -> list[tuple[str, int]
     return sorted(names, key=lambda item: (-item[1], item[0]))[:top]
 
 
-# --- selection accuracy ----------------------------------------------------------------------------
+# --- selection accuracy --------------------------------------------------------------------------
 def _rates(name: str, rows: Iterable[Row], by: Callable[[Row], str], bucketed: bool) -> dict:
     metric = METRICS[name]
     cells: dict[str, dict] = defaultdict(dict)
@@ -173,7 +173,7 @@ def calibration(rows: Iterable[Row]) -> dict[str, Calibration]:
     return dict(sorted(out.items()))
 
 
-# --- the narrowing what-if ------------------------------------------------------------------------
+# --- the narrowing what-if -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class WhatIf:
     """For each top-N from 1 to the largest offered set: the share of decisions whose called

@@ -26,7 +26,7 @@ CLASSIFIERS = ("claude-haiku-4-5", "qwen3-8b")
 AGENTS = ("support-bot", "billing-agent")
 REASONS = ("unavailable", "too-few", "after-miss", "wrap-up")
 EVIL = '<script>alert("tool")</script>'
-QUOTED = "it's \"quoted\" | 100%"
+QUOTED = 'it\'s "quoted" | 100%'
 TOOLS = ("search_docs", "read_file", "grep", "send_email", "write_file", EVIL, QUOTED)
 DOORS = ("read_skill", "present")
 INVENTED = ("refund_now", "<img src=x onerror=alert(3)>")
@@ -126,7 +126,8 @@ def build(runs: int = 30, seed: int = 5) -> list[dict]:
                                       **env))  # fmt: skip
             elif shape < 0.88:
                 data = {"iteration": iteration, "classifier": {"name": "c", "model": model},
-                        "message": "overloaded", "latencyMs": 3000.0, "served": list(TOOLS)}  # fmt: skip
+                        "message": "overloaded", "latencyMs": 3000.0,
+                        "served": list(TOOLS)}  # fmt: skip
                 out.append(record("tool_choice.pick_error", ts=iso(moment), data=data, **env))
             if rng.random() < 0.85:
                 later = moment + timedelta(seconds=rng.uniform(0.05, 90))

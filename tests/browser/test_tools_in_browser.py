@@ -88,7 +88,9 @@ def test_it_drills_down_from_the_tools_list_into_a_tool_and_a_run_that_missed_it
     expect(page.locator("#tool-facts [data-stat=offered]")).to_have_text("1")
     expect(page.locator("#tool-facts [data-stat=missed]")).to_have_text("1")
     charts_drawn(page)
-    expect(page.locator("#chart-tool-funnel .xtick", has_text=re.compile("offered"))).to_be_attached()
+    expect(
+        page.locator("#chart-tool-funnel .xtick", has_text=re.compile("offered"))
+    ).to_be_attached()
     runs = page.locator("#tool-missed-runs a")
     expect(runs).to_have_count(1)
     screenshot(page, "tool")
