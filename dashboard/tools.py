@@ -48,7 +48,8 @@ def tools_list(request: HttpRequest) -> HttpResponse:
 
 def _before(request: HttpRequest) -> int | None:
     value = request.GET.get("before", "")
-    return int(value) if value.isdigit() and len(value) < 19 else None
+    # ASCII digits only: str.isdigit() takes "²", which int() refuses.
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 19 else None
 
 
 @login_required
