@@ -1,5 +1,10 @@
 """What the tools, selection-accuracy and narrowing what-if pages show, read from rollups only.
 
+records.tools keeps the tool kinds per hour and day (only the selection rows per minute too), so
+the tools, tool and what-if pages read hours where a period is drawn in minutes elsewhere (the
+last hour, a custom range of up to three hours): their range widens to whole hours, as the
+period note says.
+
 The rows are the tool kinds records.tools keeps (its docstring defines every count), read
 through records.reader and folded by records.toolstats; a tool's page adds the runs where the
 tool was missed (records.models.ToolMiss joined to the runs, newest first, a page at a time).
@@ -8,7 +13,7 @@ Nothing here reads a record.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import OuterRef, Subquery
 
@@ -16,7 +21,8 @@ from dashboard.rollups import get_period, overview_range
 from records import keys, reader, toolstats
 from records.keys import NARROWING, PICKS, SELECTION_LINK, TOOL, TOOL_CALL, TOOL_LINK
 from records.metrics import SKIP_REASONS
-from records.models import Run, ToolMiss
+from records.models import Grain, Run, ToolMiss
+from records.rollup import truncate
 
 MISSED_RUNS = 25  # runs listed per page on a tool's page
 
@@ -27,25 +33,33 @@ def _range(now: datetime, period_name: str):
     return period, start, end
 
 
-def _tool_rows(project_id, period, start, end, agents, keep, key_prefix=None) -> list:
+def _hourly_range(now: datetime, period_name: str):
+    """The period, its grain and [start, end) for the hourly tool kinds (records.tools keeps
+    no minutes of them): a period drawn in minutes elsewhere reads the hours that cover it."""
+    period, start, end = _range(now, period_name)
+    if period.interval != Grain.MINUTE:
+        return period, period.interval, start, end
+    last = truncate(end - timedelta(microseconds=1), Grain.HOUR)
+    return period, Grain.HOUR, truncate(start, Grain.HOUR), last + timedelta(hours=1)
+
+
+def _tool_rows(project_id, grain, start, end, agents, keep, key_prefix=None) -> list:
     """The TOOL and TOOL_LINK rows (summed by the database, score sums too) and the TOOL_CALL
     rows (latency sketches merged here), of `keep`'s columns."""
-    counts = reader.read(project_id, period.interval, start, end, kinds=(TOOL, TOOL_LINK),
-                         agents=agents, keep=keep, latency_sums=True,
-                         key_prefix=key_prefix)  # fmt: skip
-    calls = reader.read(project_id, period.interval, start, end, kinds=(TOOL_CALL,),
-                        agents=agents, sketch_kinds=(TOOL_CALL,), keep=keep,
-                        key_prefix=key_prefix)  # fmt: skip
+    counts = reader.read(project_id, grain, start, end, kinds=(TOOL, TOOL_LINK), agents=agents,
+                         keep=keep, latency_sums=True, key_prefix=key_prefix)  # fmt: skip
+    calls = reader.read(project_id, grain, start, end, kinds=(TOOL_CALL,), agents=agents,
+                        sketch_kinds=(TOOL_CALL,), keep=keep, key_prefix=key_prefix)  # fmt: skip
     return counts + calls
 
 
 def tools_page(project_id: int, now: datetime, period_name: str, agents: list[str]) -> dict:
     """Every tool's funnel over the period, the invented names called, the skip reasons.
     Three queries."""
-    period, start, end = _range(now, period_name)
-    rows = _tool_rows(project_id, period, start, end, agents, keep=("kind", "key"))
+    period, grain, start, end = _hourly_range(now, period_name)
+    rows = _tool_rows(project_id, grain, start, end, agents, keep=("kind", "key"))
     stats = toolstats.tool_stats(rows)
-    skips = reader.read(project_id, period.interval, start, end, kinds=PICKS, agents=agents,
+    skips = reader.read(project_id, grain, start, end, kinds=PICKS, agents=agents,
                         keep=("kind", "key"))  # fmt: skip
     skip_counts = dict.fromkeys(SKIP_REASONS, 0)
     picks = 0
@@ -86,10 +100,10 @@ def tool_page(
     before: int | None = None,
 ) -> dict:
     """One tool: its funnel, by classifier model, over time, its skips, calls and errors, and
-    the runs of the period where it was missed. Five queries."""
-    period, start, end = _range(now, period_name)
+    the runs of the period where it was missed. Three queries."""
+    period, grain, start, end = _hourly_range(now, period_name)
     prefix = keys.escape(name) + "|"
-    rows = _tool_rows(project_id, period, start, end, agents,
+    rows = _tool_rows(project_id, grain, start, end, agents,
                       keep=("bucket", "kind", "model", "key"), key_prefix=prefix)  # fmt: skip
     rows = [r for r in rows if keys.decode(r.kind, r.key)["tool"] == name]
     stats = toolstats.tool_stats(rows).get(name) or toolstats.ToolStats(name)
@@ -175,8 +189,8 @@ def selection_page(project_id: int, now: datetime, period_name: str, agents: lis
 def narrowing_page(project_id: int, now: datetime, period_name: str, agents: list[str]) -> dict:
     """The narrowing what-if over the period: overall, per classifier model and per agent.
     One query."""
-    period, start, end = _range(now, period_name)
-    rows = reader.read(project_id, period.interval, start, end, kinds=(NARROWING,),
+    period, grain, start, end = _hourly_range(now, period_name)
+    rows = reader.read(project_id, grain, start, end, kinds=(NARROWING,),
                        agents=agents, keep=("kind", "agent", "model", "key"))  # fmt: skip
     return {
         "period": period,

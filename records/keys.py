@@ -73,7 +73,7 @@ KEY_FIELDS: dict[str, tuple[str, ...]] = {
     MODEL_CALL: ("provider",),
     CLASSIFICATION: ("fell_back",),  # "1" | "0"; the row's model is the seat model
     VIOLATION: ("kind", "code"),
-    TOOL: ("tool", "stage", "reason"),  # records.tools.PICK_STAGES; reason: a skip reason
+    TOOL: ("tool", "role", "ranked", "reason"),  # records.tools: role, ranked top|1|0, reason
     TOOL_CALL: ("tool", "invented", "error"),  # "1" | "0" each
     TOOL_LINK: ("tool", "stage"),  # records.tools.LINK_STAGES
     SELECTION_LINK: ("agreement", "chosen_called", "bin"),  # bin: "0".."9" of confidence

@@ -26,14 +26,18 @@ Definitions, where DESIGN is silent:
   when that is the smallest N serving every offered tool it called (0 when it called none that
   was offered: no N misses it); an offered tool the classifier did not rank needs the full set.
 
-Rows (records.keys), all in the minute of their record, or for a decision of its pick:
+Rows (records.keys), in the bucket of their record, or for a decision of its pick. Only the
+SELECTION_LINK rows (the alertable metrics) are kept per minute; the others, page-only and many
+(a row per tool), per hour and day: the tools pages read hours where the other pages read
+minutes. Per minute they were three quarters of all rollup rows and cut the catch-up's rate by
+two thirds.
 
-- TOOL, per pick, under its classifier model and agent, key (tool, stage, reason): `offered`
-  (each distinct offered tool; reason = the pick's narrowedSkipped, "" when narrowing applied or
-  was not asked), `ranked` (each distinct ranked name; tokens_in = its rank from 1, latency_sum =
-  its score), `served` and `narrowed_out` (each offered tool), `door` (each served tool not
-  offered), `chosen` (the top-ranked tool); and per outcome, model "", `called` (each distinct
-  called tool).
+- TOOL, one per tool a pick names, under its classifier model and agent, key (tool, role,
+  ranked, reason): role `served` or `narrowed_out` (an offered tool), `door` (served, not
+  offered) or `unoffered` (ranked, not offered); ranked `top` (ranked first: *chosen*), `1`
+  (ranked lower) or `0`, with tokens_in = its rank from 1 and latency_sum = its score; reason =
+  the pick's narrowedSkipped ("" when narrowing applied or was not asked). Per outcome, model
+  "", role `called` for each distinct called tool.
 - TOOL_CALL, per action call of a turn, model "", key (tool, invented, error): the action name,
   whether it was invented, whether the turn had an executionError; the turn's durationMs in
   the latency sketch.
@@ -67,14 +71,13 @@ from records.keys import (
     TOOL_LINK,
     TURN,
 )
-from records.models import Record, ToolDecision, ToolMiss
+from records.models import Grain, Record, ToolDecision, ToolMiss
 
-PICK_STAGES = ("offered", "ranked", "served", "narrowed_out", "door", "chosen", "called")
+ROLES = ("served", "narrowed_out", "door", "unoffered", "called")
 LINK_STAGES = ("called_served", "called_narrowed_out", "called_not_offered", "missed",
                "chosen_called")  # fmt: skip
 BINS = 10
 MICRO = 1_000_000
-_TIME = "%Y-%m-%dT%H:%M:%S.%f"  # sortable as text: every state's times in one format
 
 
 def confidence_bin(confidence: float) -> tuple[int, int]:
@@ -97,15 +100,32 @@ def _distinct(names) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+_MINUTES: dict[str, datetime] = {}
+
+
 def _minute(text: str) -> datetime:
-    return datetime.strptime(text[:16], "%Y-%m-%dT%H:%M").replace(tzinfo=UTC)
+    """The minute of a state's time ("2026-11-20T09:00:30.000000+00:00")."""
+    minute = _MINUTES.get(text[:16])
+    if minute is None:
+        if len(_MINUTES) > 100_000:
+            _MINUTES.clear()
+        minute = _MINUTES[text[:16]] = datetime.fromisoformat(text[:16]).replace(tzinfo=UTC)
+    return minute
+
+
+def _time(ts: datetime) -> str:
+    """A record's ts as a state keeps it: UTC, always with microseconds, so that states sort
+    by time as text."""
+    if ts.utcoffset():
+        ts = ts.astimezone(UTC)
+    return ts.isoformat(timespec="microseconds")
 
 
 # --- per-record rows -----------------------------------------------------------------------------
 def _pick_state(ts: datetime, record_key: str, model, agent, data: dict) -> dict:
     offered = _distinct(data.get("offered") or ())
     return {
-        "t": ts.astimezone(UTC).strftime(_TIME),
+        "t": _time(ts),
         "k": record_key,
         "m": model or "",
         "a": agent or "",
@@ -118,7 +138,7 @@ def _pick_state(ts: datetime, record_key: str, model, agent, data: dict) -> dict
 
 def _outcome_state(ts: datetime, record_key: str, data: dict) -> dict:
     return {
-        "t": ts.astimezone(UTC).strftime(_TIME),
+        "t": _time(ts),
         "k": record_key,
         "c": _distinct(data.get("called") or ()),
         "f": data.get("firstAgrees"),
@@ -126,8 +146,21 @@ def _outcome_state(ts: datetime, record_key: str, data: dict) -> dict:
     }
 
 
-def _add(batch, project, minute, kind, agent, model, values, n=1, t_in=0, t_out=0, value=None):
-    cell = batch.cells[(project, minute, kind, agent, model, keys.encode(kind, values))]
+_KEYS: dict[tuple, str] = {}  # (kind, values...) -> encoded key: a few hundred, reused
+
+
+def _key(kind: str, *values) -> str:
+    key = _KEYS.get((kind, *values))
+    if key is None:
+        names = keys.KEY_FIELDS[kind]
+        key = _KEYS[(kind, *values)] = keys.encode(kind, dict(zip(names, values, strict=True)))
+        if len(_KEYS) > 100_000:  # tool names are unbounded: keep the cache so
+            _KEYS.clear()
+    return key
+
+
+def _add(cells, project, bucket, kind, agent, model, key, n=1, t_in=0, t_out=0, value=None):
+    cell = cells[(project, bucket, kind, agent, model, key)]
     cell.count += n
     cell.tokens_in += t_in
     cell.tokens_out += t_out
@@ -136,38 +169,41 @@ def _add(batch, project, minute, kind, agent, model, values, n=1, t_in=0, t_out=
     return cell
 
 
-def _add_pick(batch, project, minute, data: dict, state: dict) -> None:
+def _add_pick(cells, project, hour, data: dict, state: dict) -> None:
+    """One TOOL cell per tool the pick names."""
     agent, model = state["a"], state["m"]
     offered, served = state["o"], set(state["s"])
     reason = data.get("narrowedSkipped") or ""
-    for name in offered:
-        _add(batch, project, minute, TOOL, agent, model,
-             {"tool": name, "stage": "offered", "reason": reason})  # fmt: skip
-        stage = "served" if name in served else "narrowed_out"
-        _add(batch, project, minute, TOOL, agent, model, {"tool": name, "stage": stage})
-    seen = set()
+    ranks: dict[str, tuple[int, float]] = {}
     for tool in data.get("ranked") or ():
-        if tool["name"] in seen:
-            continue
-        seen.add(tool["name"])
-        _add(batch, project, minute, TOOL, agent, model, {"tool": tool["name"], "stage": "ranked"},
-             t_in=len(seen), value=float(tool["score"]))  # fmt: skip
+        if tool["name"] not in ranks:
+            ranks[tool["name"]] = (len(ranks) + 1, float(tool["score"]))
     offered_set = set(offered)
-    for name in state["s"]:
-        if name not in offered_set:
-            _add(batch, project, minute, TOOL, agent, model, {"tool": name, "stage": "door"})
-    if state["r"]:
-        _add(batch, project, minute, TOOL, agent, model, {"tool": state["r"][0], "stage": "chosen"})
+    names = [*offered, *(n for n in state["s"] if n not in offered_set),
+             *(n for n in ranks if n not in offered_set and n not in served)]  # fmt: skip
+    for name in names:
+        if name in offered_set:
+            role = "served" if name in served else "narrowed_out"
+        else:
+            role = "door" if name in served else "unoffered"
+        rank = ranks.get(name)
+        if rank is None:
+            _add(cells, project, hour, TOOL, agent, model, _key(TOOL, name, role, "0", reason))
+            continue
+        flag = "top" if rank[0] == 1 else "1"
+        _add(cells, project, hour, TOOL, agent, model, _key(TOOL, name, role, flag, reason),
+             t_in=rank[0], value=rank[1])  # fmt: skip
 
 
-def _add_turn(batch, project, minute, agent, latency, is_error, derived: dict) -> None:
+def _add_turn(cells, project, hour, agent, latency, is_error, derived: dict) -> None:
     for call in derived.get("calls") or ():
         action = call.get("action")
         if action is None:  # a control call (sub-agent, chat, ...): no tool
             continue
-        values = {"tool": action, "invented": int(bool(call.get("invented"))),
-                  "error": int(bool(is_error))}  # fmt: skip
-        cell = _add(batch, project, minute, TOOL_CALL, agent, "", values)
+        key = _key(
+            TOOL_CALL, action, str(int(bool(call.get("invented")))), str(int(bool(is_error)))
+        )
+        cell = _add(cells, project, hour, TOOL_CALL, agent, "", key)
         if latency is not None:
             cell.latency_sum += latency
             cell.sketch.add(latency)
@@ -175,7 +211,8 @@ def _add_turn(batch, project, minute, agent, latency, is_error, derived: dict) -
 
 # --- decisions -----------------------------------------------------------------------------------
 def contribution(pick: dict | None, outcome: dict | None) -> list[tuple]:
-    """The rows one decision holds: [(minute, kind, agent, model, key values, tokens_out)]."""
+    """The rows one decision holds: [(minute, kind, agent, model, key values, tokens_out)]
+    (rows of the hourly kinds go to the minute's hour)."""
     if not pick or not outcome:
         return []
     minute, agent, model = _minute(pick["t"]), pick["a"], pick["m"]
@@ -188,34 +225,37 @@ def contribution(pick: dict | None, outcome: dict | None) -> list[tuple]:
             stage = "called_not_offered"
         else:
             stage = "called_served" if name in served else "called_narrowed_out"
-        out.append((TOOL_LINK, {"tool": name, "stage": stage}, 0))
+        out.append((TOOL_LINK, (name, stage), 0))
     for name in _distinct([*called, *outcome["w"]]):
         if name in offered_set and name not in served:
-            out.append((TOOL_LINK, {"tool": name, "stage": "missed"}, 0))
+            out.append((TOOL_LINK, (name, "missed"), 0))
     top = ranked[0] if ranked else None
     chosen_called = top is not None and top in called
     if chosen_called:
-        out.append((TOOL_LINK, {"tool": top, "stage": "chosen_called"}, 0))
+        out.append((TOOL_LINK, (top, "chosen_called"), 0))
     agreement = {True: "agree", False: "disagree"}.get(outcome["f"], "")
     bin_, micro = confidence_bin(pick["c"])
-    out.append((SELECTION_LINK, {"agreement": agreement, "chosen_called": int(chosen_called),
-                                 "bin": bin_}, micro))  # fmt: skip
+    out.append((SELECTION_LINK, (agreement, str(int(chosen_called)), str(bin_)), micro))
     if offered:
         m = len(offered)
         doors = sum(1 for name in pick["s"] if name not in offered_set)
         ranked_offered = sum(1 for name in ranked if name in offered_set)
-        out.append((NARROWING, {"offered": m, "side": "need",
-                                "n": need(offered, ranked, called)}, 0))  # fmt: skip
-        out.append((NARROWING, {"offered": m, "side": "ranked", "n": ranked_offered}, doors))
+        out.append((NARROWING, (str(m), "need", str(need(offered, ranked, called))), 0))
+        out.append((NARROWING, (str(m), "ranked", str(ranked_offered)), doors))
     return [(minute, kind, agent, model, values, t_out) for kind, values, t_out in out]
 
 
-def _move(batch, misses: dict, key: tuple, pick, outcome, sign: int) -> None:
+def _move(batch, hourly, misses: dict, key: tuple, pick, outcome, sign: int) -> None:
     project, run_id, _ = key
     for minute, kind, agent, model, values, t_out in contribution(pick, outcome):
-        _add(batch, project, minute, kind, agent, model, values, n=sign, t_out=sign * t_out)
-        if kind == TOOL_LINK and values["stage"] == "missed":
-            misses[(project, values["tool"], run_id)] += sign
+        if kind == SELECTION_LINK:
+            cells, bucket = batch.cells, minute
+        else:
+            cells, bucket = hourly, minute.replace(minute=0)
+        _add(cells, project, bucket, kind, agent, model, _key(kind, *values), n=sign,
+             t_out=sign * t_out)  # fmt: skip
+        if kind == TOOL_LINK and values[1] == "missed":
+            misses[(project, values[0], run_id)] += sign
 
 
 def _earliest(a: dict | None, b: dict | None) -> dict | None:
@@ -231,27 +271,34 @@ def fold(batch, after: int, upto: int) -> None:
     rows = _fetch(after, upto)
     if not rows:
         return
+    from records.rollup import _Cell  # (records.rollup calls this module)
+
+    hourly: dict[tuple, _Cell] = defaultdict(_Cell)
     sides: dict[tuple, list] = defaultdict(lambda: [None, None])
     for project, kind, agent, model, ts, run_id, record_key, iteration, latency, is_error, text \
             in rows:  # fmt: skip
-        minute = ts.replace(second=0, microsecond=0)
+        hour = ts.replace(minute=0, second=0, microsecond=0)
         body = orjson.loads(text) if text else {}
         if kind == TURN:
-            _add_turn(batch, project, minute, agent or "", latency, is_error, body)
+            _add_turn(hourly, project, hour, agent or "", latency, is_error, body)
         elif kind == PICK:
             state = _pick_state(ts, record_key, model, agent, body)
-            _add_pick(batch, project, minute, body, state)
+            _add_pick(hourly, project, hour, body, state)
             side = sides[(project, run_id, iteration)]
             side[0] = _earliest(side[0], state)
         elif kind == OUTCOME:
             state = _outcome_state(ts, record_key, body)
             for name in state["c"]:
-                _add(batch, project, minute, TOOL, agent or "", "",
-                     {"tool": name, "stage": "called"})  # fmt: skip
+                _add(hourly, project, hour, TOOL, agent or "", "",
+                     _key(TOOL, name, "called", "0", ""))  # fmt: skip
             side = sides[(project, run_id, iteration)]
             side[1] = _earliest(side[1], state)
-    if not sides:
-        return
+    if sides:
+        _fold_decisions(batch, hourly, sides)
+    _merge_hourly(hourly)
+
+
+def _fold_decisions(batch, hourly, sides: dict) -> None:
     stored = _stored(list(sides))
     changed = []
     misses: dict[tuple, int] = defaultdict(int)  # (project, tool, run_id) -> change
@@ -261,11 +308,35 @@ def fold(batch, after: int, upto: int) -> None:
         after_outcome = _earliest(before_outcome, outcome)
         if after_pick is before_pick and after_outcome is before_outcome:
             continue
-        _move(batch, misses, key, before_pick, before_outcome, -1)
-        _move(batch, misses, key, after_pick, after_outcome, +1)
+        _move(batch, hourly, misses, key, before_pick, before_outcome, -1)
+        _move(batch, hourly, misses, key, after_pick, after_outcome, +1)
         changed.append((*key, _text(after_pick), _text(after_outcome)))
     _save(changed)
     _save_misses(sorted((*key, n) for key, n in misses.items() if n))
+
+
+class _Hourly:
+    """The hourly cells in the shape records.rollup._merge_rollups writes: hours and days."""
+
+    def __init__(self, cells: dict) -> None:
+        self.cells = cells
+
+    def grains(self) -> dict:
+        from records.rollup import _Cell, truncate
+
+        days: dict[tuple, _Cell] = defaultdict(_Cell)
+        for (project, bucket, *rest), cell in self.cells.items():
+            days[(project, truncate(bucket, Grain.DAY), *rest)].merge(cell)
+        return {Grain.HOUR: self.cells, Grain.DAY: days}
+
+
+def _merge_hourly(cells: dict) -> None:
+    """Upsert the hourly kinds' cells (and their days) as the pass upserts its own: the same
+    statement, so that counts add and cells taken back to zero go."""
+    if cells:
+        from records.rollup import _merge_rollups
+
+        _merge_rollups(_Hourly(cells))
 
 
 def _text(state: dict | None) -> str:

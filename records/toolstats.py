@@ -21,6 +21,9 @@ from records.sketch import Sketch
 # The funnel from offered to called, in order (records.tools: `called` here is a decision's
 # call of a tool its pick offered, served or narrowed out).
 FUNNEL = ("offered", "ranked", "served", "chosen", "called")
+_LINK_STAGES = frozenset(
+    {"called_served", "called_narrowed_out", "called_not_offered", "missed", "chosen_called"}
+)
 
 
 @dataclass
@@ -107,17 +110,25 @@ def tool_stats(rows: Iterable[Row]) -> dict[str, ToolStats]:
             if row.sketch:
                 s.sketch.merge(as_sketch(row.sketch))
             continue
-        stage = k["stage"]
-        if stage == "ranked":
+        if row.kind == TOOL_LINK:
+            stage = k["stage"]
+            if stage in _LINK_STAGES:
+                setattr(s, stage, getattr(s, stage) + row.count)
+            continue
+        role = k["role"]
+        if role in ("served", "narrowed_out"):
+            s.offered += row.count
+            setattr(s, role, getattr(s, role) + row.count)
+            if k["reason"]:
+                s.skipped[k["reason"]] = s.skipped.get(k["reason"], 0) + row.count
+        elif role in ("door", "called"):
+            setattr(s, role, getattr(s, role) + row.count)
+        if k["ranked"] in ("top", "1"):
             s.ranked += row.count
             s.rank_sum += row.tokens_in
             s.score_sum += row.latency_sum
-        elif stage == "offered":
-            s.offered += row.count
-            if k.get("reason"):
-                s.skipped[k["reason"]] = s.skipped.get(k["reason"], 0) + row.count
-        elif hasattr(s, stage):
-            setattr(s, stage, getattr(s, stage) + row.count)
+            if k["ranked"] == "top":
+                s.chosen += row.count
     return out
 
 
