@@ -2,8 +2,12 @@
 
 records.rollup.run_pass calls `fold` once per pass, inside its transaction, with the id range it
 folds; `fold` reads the picks, outcomes and turns of that range (their JSON, which the main pass
-does not read), adds cells to the pass's batch, and keeps the ToolDecision state. Nothing here
-is read at page time: the pages read the rollup rows through records.reader.
+does not read), adds the minute cells to the pass's batch, upserts the hourly ones itself (with
+the pass's own statement), and keeps the ToolDecision and ToolMiss state. The state is merged
+set-based per pass like records.models.Classification: each changed decision takes back what its
+old state held and adds what its new one holds, so any arrival order (an outcome before its
+pick, an earlier re-filed pick after a later one) ends with the rollups of in-order arrival.
+Nothing here is read at page time: the pages read the rollup rows through records.reader.
 
 Definitions, where DESIGN is silent:
 
@@ -22,9 +26,12 @@ Definitions, where DESIGN is silent:
   whether the top-ranked tool is among the called ones.
 - Narrowing to the *top N* serves the first N offered names of `ranked` (fewer when fewer were
   ranked) plus the doors, and the full set once N reaches the number offered (agentfootprint's
-  "too-few"). A decision *needs* N
-  when that is the smallest N serving every offered tool it called (0 when it called none that
-  was offered: no N misses it); an offered tool the classifier did not rank needs the full set.
+  "too-few"). A decision *needs* N when that is the smallest N serving every offered tool it
+  called (0 when it called none that was offered: no N misses it); an offered tool the
+  classifier did not rank needs the full set. Only decisions count in the what-if (a pick
+  without an outcome has nothing called to miss).
+- Per-tool errors and latency come from turns (a turn's executionError and durationMs, for each
+  tool it called): model calls name no tool, and outcomes carry neither.
 
 Rows (records.keys), in the bucket of their record, or for a decision of its pick. Only the
 SELECTION_LINK rows (the alertable metrics) are kept per minute; the others, page-only and many
@@ -35,9 +42,10 @@ two thirds.
 - TOOL, one per tool a pick names, under its classifier model and agent, key (tool, role,
   ranked, reason): role `served` or `narrowed_out` (an offered tool), `door` (served, not
   offered) or `unoffered` (ranked, not offered); ranked `top` (ranked first: *chosen*), `1`
-  (ranked lower) or `0`, with tokens_in = its rank from 1 and latency_sum = its score; reason =
-  the pick's narrowedSkipped ("" when narrowing applied or was not asked). Per outcome, model
-  "", role `called` for each distinct called tool.
+  (ranked lower) or `0`, with tokens_in = its rank from 1 and latency_sum = its score; reason
+  "". A pick whose narrowing was skipped adds one more per offered tool: role `skipped`, reason
+  = its narrowedSkipped (a row of its own: split by reason, every row was, and there were twice
+  as many). Per outcome, model "", role `called` for each distinct called tool.
 - TOOL_CALL, per action call of a turn, model "", key (tool, invented, error): the action name,
   whether it was invented, whether the turn had an executionError; the turn's durationMs in
   the latency sketch.
@@ -73,7 +81,7 @@ from records.keys import (
 )
 from records.models import Grain, Record, ToolDecision, ToolMiss
 
-ROLES = ("served", "narrowed_out", "door", "unoffered", "called")
+ROLES = ("served", "narrowed_out", "door", "unoffered", "skipped", "called")
 LINK_STAGES = ("called_served", "called_narrowed_out", "called_not_offered", "missed",
                "chosen_called")  # fmt: skip
 BINS = 10
@@ -186,12 +194,14 @@ def _add_pick(cells, project, hour, data: dict, state: dict) -> None:
             role = "served" if name in served else "narrowed_out"
         else:
             role = "door" if name in served else "unoffered"
+        if reason and role in ("served", "narrowed_out"):
+            _add(cells, project, hour, TOOL, agent, model, _key(TOOL, name, "skipped", "0", reason))
         rank = ranks.get(name)
         if rank is None:
-            _add(cells, project, hour, TOOL, agent, model, _key(TOOL, name, role, "0", reason))
+            _add(cells, project, hour, TOOL, agent, model, _key(TOOL, name, role, "0", ""))
             continue
         flag = "top" if rank[0] == 1 else "1"
-        _add(cells, project, hour, TOOL, agent, model, _key(TOOL, name, role, flag, reason),
+        _add(cells, project, hour, TOOL, agent, model, _key(TOOL, name, role, flag, ""),
              t_in=rank[0], value=rank[1])  # fmt: skip
 
 

@@ -119,8 +119,8 @@ def tool_stats(rows: Iterable[Row]) -> dict[str, ToolStats]:
         if role in ("served", "narrowed_out"):
             s.offered += row.count
             setattr(s, role, getattr(s, role) + row.count)
-            if k["reason"]:
-                s.skipped[k["reason"]] = s.skipped.get(k["reason"], 0) + row.count
+        elif role == "skipped":
+            s.skipped[k["reason"]] = s.skipped.get(k["reason"], 0) + row.count
         elif role in ("door", "called"):
             setattr(s, role, getattr(s, role) + row.count)
         if k["ranked"] in ("top", "1"):
