@@ -49,7 +49,8 @@ def _family(name: str) -> Family:
     acc = METRICS[name].make()
     if isinstance(acc, Quantile):
         return Family.LATENCY
-    return Family.RATE if isinstance(acc, Rate) else Family.COUNT
+    # A share that is not a plain ratio (records.metrics.Calibration) says so with `is_rate`.
+    return Family.RATE if isinstance(acc, Rate) or getattr(acc, "is_rate", False) else Family.COUNT
 
 
 RULE_METRICS: dict[str, Family] = {name: _family(name) for name in (*METRICS, STREAK)}
@@ -247,6 +248,8 @@ class Sliding:
                     bins[index] = left
                 else:
                     del bins[index]
+        elif hasattr(acc, "remove"):  # an accumulator that knows how (metrics.Calibration)
+            acc.remove(other)
         else:
             raise TypeError(f"cannot slide a window over {type(acc).__name__}")
 

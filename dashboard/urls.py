@@ -15,6 +15,7 @@ from dashboard import (
     runs,
     staticfiles,
     streaks,
+    tools,
 )
 
 urlpatterns = [
@@ -27,6 +28,11 @@ urlpatterns = [
     path("models/", models_page.models_page, name="dash-models"),
     path("classifiers/", classifiers.classifiers_page, name="dash-classifiers"),
     path("streaks/", streaks.streaks_page, name="dash-streaks"),
+    # Tools (dashboard.tools): a tool name is any string up to 200 characters, slashes too.
+    path("tools/", tools.tools_list, name="dash-tools"),
+    path("tools/<path:name>/", tools.tool_detail, name="dash-tool"),
+    path("selection/", tools.selection, name="dash-selection"),
+    path("narrowing/", tools.narrowing, name="dash-narrowing"),
     path("projects/switch/", projects.switch_project, name="dash-switch-project"),
     path("exports/", exports.exports_page, name="dash-exports"),
     path("keys/", keys.keys_page, name="dash-keys"),

@@ -5,14 +5,17 @@ pick, the selected and previous model of a selection, and so on. Each kind decla
 of its key here, once; `encode` builds a key on ingest (records.derive) and `decode` reads it
 back in the metrics, the pages and the alert engine, so that none of them parses keys its own way.
 
-Besides the record kinds of DESIGN §3, the catch-up pass writes rows of two *derived* kinds,
-which are not records and never count as records:
+Besides the record kinds of DESIGN §3, the catch-up pass writes rows of *derived* kinds, which
+are not records and never count as records:
 
 - `CLASSIFICATION`: one per classification (run, toolCallId), in the bucket of its first rung-0
   attempt, keyed by whether it fell back to rung 1 (the ladder fallback rate of DESIGN §4);
 - `VIOLATION`: one per broken contract of a record (DESIGN §3), in the record's bucket and
   under its model, keyed by the record's kind and the violation code; code "" counts each
-  violating record once, whatever its number of codes.
+  violating record once, whatever its number of codes;
+- the tool kinds of records.tools (TOOL, TOOL_CALL, TOOL_LINK, SELECTION_LINK, NARROWING): per
+  tool, what picks offered, ranked, served and narrowed out, what turns called, and what each
+  pick's iteration then called (see records.tools for their exact definitions).
 """
 
 from __future__ import annotations
@@ -38,7 +41,18 @@ RECORD_KINDS = (
 
 CLASSIFICATION = "derived.classification"
 VIOLATION = "derived.violation"
-DERIVED_KINDS = (CLASSIFICATION, VIOLATION)
+# records.tools: per-record tool rows (TOOL, TOOL_CALL) and rows of a pick joined with the
+# outcome of its iteration (TOOL_LINK, SELECTION_LINK, NARROWING), which move when either side
+# (or an earlier duplicate) arrives, like CLASSIFICATION.
+TOOL = "derived.tool"
+TOOL_CALL = "derived.tool_call"
+TOOL_LINK = "derived.tool_link"
+SELECTION_LINK = "derived.selection"
+NARROWING = "derived.narrowing"
+TOOL_KINDS = (TOOL, TOOL_CALL, TOOL_LINK, SELECTION_LINK, NARROWING)
+DERIVED_KINDS = (CLASSIFICATION, VIOLATION, *TOOL_KINDS)
+# Derived kinds whose cells a pass can take counts back from (a cell left at zero is deleted).
+RETRACTING_KINDS = frozenset({CLASSIFICATION, TOOL_LINK, SELECTION_LINK, NARROWING})
 
 # Notices whose rollups split by detail fields (the classifiers page charts them by these).
 NOTICE_SPLITS: dict[str, tuple[str, ...]] = {
@@ -59,6 +73,11 @@ KEY_FIELDS: dict[str, tuple[str, ...]] = {
     MODEL_CALL: ("provider",),
     CLASSIFICATION: ("fell_back",),  # "1" | "0"; the row's model is the seat model
     VIOLATION: ("kind", "code"),
+    TOOL: ("tool", "role", "ranked", "reason"),  # records.tools: role, ranked top|1|0, reason
+    TOOL_CALL: ("tool", "invented", "error"),  # "1" | "0" each
+    TOOL_LINK: ("tool", "stage"),  # records.tools.LINK_STAGES
+    SELECTION_LINK: ("agreement", "chosen_called", "bin"),  # bin: "0".."9" of confidence
+    NARROWING: ("offered", "side", "n"),  # side: need | ranked; sizes as decimal text
 }
 
 _SEP = "|"

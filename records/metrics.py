@@ -24,6 +24,7 @@ from records.keys import (
     PROVIDER_ERROR,
     RECORD_KINDS,
     SELECTION,
+    SELECTION_LINK,
     TURN,
     VERDICT,
     VIOLATION,
@@ -88,6 +89,46 @@ class Quantile:
     def result(self) -> tuple[float | None, int]:
         value = self.sketch.quantile(self.q)
         return (round(value, 6) if value is not None else None), self.sketch.count
+
+
+class Calibration:
+    """Expected calibration error over confidence bins (records.tools.SELECTION_LINK rows):
+    sum over bins of (decisions in the bin / decisions) * |observed agreement - mean
+    confidence|; `count` is the decisions behind it (those whose outcome gave firstAgrees)."""
+
+    is_rate = True  # a share in [0, 1]: alert rules read it as a rate (alerts.windows)
+
+    def __init__(self) -> None:
+        self.bins: dict[int, list[int]] = {}  # bin -> [decisions, agreeing, confidence in 1e-6]
+
+    def add(self, bin_: int, n: int, agreeing: int, micro: int) -> None:
+        cell = self.bins.setdefault(bin_, [0, 0, 0])
+        cell[0] += n
+        cell[1] += agreeing
+        cell[2] += micro
+
+    def merge(self, other: Calibration) -> None:
+        for bin_, (n, agreeing, micro) in other.bins.items():
+            self.add(bin_, n, agreeing, micro)
+
+    def remove(self, other: Calibration) -> None:
+        for bin_, (n, agreeing, micro) in other.bins.items():
+            self.add(bin_, -n, -agreeing, -micro)
+
+    def reliability(self) -> list[tuple[int, int, float, float]]:
+        """[(bin, decisions, observed agreement, mean confidence)] of the bins with decisions."""
+        return [
+            (bin_, n, agreeing / n, micro / n / 1_000_000)
+            for bin_, (n, agreeing, micro) in sorted(self.bins.items())
+            if n
+        ]
+
+    def result(self) -> tuple[float | None, int]:
+        total = sum(n for n, _, _ in self.bins.values())
+        if not total:
+            return None, 0
+        error = sum(n / total * abs(agree - conf) for _, n, agree, conf in self.reliability())
+        return round(error, 9), total
 
 
 # --- metric definitions ---------------------------------------------------------------------
@@ -171,6 +212,25 @@ def _agreement(r: Row) -> list:
     return [({}, (r.count if agreement == "agree" else 0, r.count if agreement else 0))]
 
 
+# Selection accuracy without a judge (records.tools): SELECTION_LINK rows, one count per tool
+# decision (a pick joined with its iteration's outcome), under the classifier model.
+def _selection_agreement(r: Row) -> list:
+    agreement = _key(r)["agreement"]
+    return [(_by_model(r), (r.count if agreement == "agree" else 0, r.count if agreement else 0))]
+
+
+def _chosen_called(r: Row) -> list:
+    return [(_by_model(r), (r.count if _key(r)["chosen_called"] == "1" else 0, r.count))]
+
+
+def _calibration(r: Row) -> list:
+    k = _key(r)
+    if not k["agreement"]:
+        return []
+    agreeing = r.count if k["agreement"] == "agree" else 0
+    return [(_by_model(r), (int(k["bin"]), r.count, agreeing, r.tokens_out))]
+
+
 # Violations (DESIGN §3): VIOLATION rows count violating records (code "") and each code; the
 # rate's denominator is every record.
 def _violation_rate(r: Row) -> list:
@@ -244,6 +304,30 @@ METRICS: dict[str, Metric] = {
             _agreement,
             group_bys=("agent",),
             doc="Outcomes with firstAgrees true / outcomes with firstAgrees present.",
+        ),
+        Metric(
+            "selection_agreement",
+            (SELECTION_LINK,),
+            Rate,
+            _selection_agreement,
+            doc="Tool decisions (a pick and the outcome of its iteration) whose first call was "
+            "the top-ranked tool (firstAgrees) / decisions with firstAgrees, by classifier model.",
+        ),
+        Metric(
+            "chosen_called_rate",
+            (SELECTION_LINK,),
+            Rate,
+            _chosen_called,
+            doc="Tool decisions whose top-ranked tool was among the tools called / decisions, "
+            "by classifier model.",
+        ),
+        Metric(
+            "calibration_error",
+            (SELECTION_LINK,),
+            Calibration,
+            _calibration,
+            doc="Expected calibration error of the classifier's confidence against first-pick "
+            "agreement, over ten confidence bins, by classifier model.",
         ),
         Metric(
             "swap_rate",

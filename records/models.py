@@ -287,6 +287,52 @@ class Classification(models.Model):
         return f"{self.run_id}/{self.tool_call_id}"
 
 
+class ToolDecision(models.Model):
+    """One tool decision (run_id, iteration) as the catch-up pass has seen it so far: the pick
+    that counts for it and the outcome that counts for it (records.tools).
+
+    Each side is the earliest of its kind by (ts, record key), whichever arrived first, and is
+    kept as the compact JSON records.tools needs (`pick`, `outcome`: "" until one arrives). The
+    TOOL_LINK, SELECTION_LINK and NARROWING rollups hold exactly the contribution of the decisions
+    whose two sides are both here, so a change of either side moves that contribution.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    run_id = models.CharField(max_length=200)
+    iteration = models.IntegerField()
+    pick = models.TextField(default="", blank=True)
+    outcome = models.TextField(default="", blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "run_id", "iteration"], name="tool_decision_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.iteration}"
+
+
+class ToolMiss(models.Model):
+    """How many of a run's tool decisions missed `tool` (records.tools: called or wanted, offered
+    and not served), kept by the catch-up pass with the TOOL_LINK rows, so that a tool's page
+    lists the runs where it was missed without reading a record. A row at zero is deleted."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    tool = models.CharField(max_length=200)
+    run_id = models.CharField(max_length=200)
+    misses = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "tool", "run_id"], name="tool_miss_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} in {self.run_id}: {self.misses}"
+
+
 class Streak(models.Model):
     """The contract-broken streak of one model (DESIGN §4), in verdict `ts` order.
 

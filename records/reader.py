@@ -23,7 +23,7 @@ the largest cost of a page.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 
@@ -50,6 +50,9 @@ class Row:
     tokens_out: int
     # A parsed Sketch for the sketch kinds; {} (or a stored JSON dict, in tests) otherwise.
     sketch: Sketch | dict
+    # The summed latency_sum column, when read with `latency_sums` (records.tools keeps the
+    # ranked tools' score sums there); 0.0 otherwise.
+    latency_sum: float = 0.0
 
 
 def as_sketch(value: Sketch | dict) -> Sketch:
@@ -67,15 +70,21 @@ def read(
     sketch_kinds: Iterable[str] = (),
     keep: tuple[str, ...] = COLUMNS,
     parse_sketches: bool = False,
+    latency_sums: bool = False,
+    key_prefix: str | None = None,
 ) -> list[Row]:
     """The rows of `grain` in [start, end), of `kinds` (every kind when empty) and `agents`,
     summed over the columns not in `keep`; rows of `sketch_kinds` with their sketches.
 
     A sketch comes as its stored JSON ({bin: count}), which a page merges as is and parses once
     per model and bucket; `parse_sketches` makes each a Sketch, for a reader that folds the
-    same rows many times (the alert engine: a thousand rules). Summed rows carry Sketches."""
+    same rows many times (the alert engine: a thousand rules). Summed rows carry Sketches.
+    `latency_sums` adds the summed latency_sum column to the rows summed by the database;
+    `key_prefix` keeps the rows whose key starts so (one tool's rows: records.keys.encode)."""
     first = truncate(start, grain)
     base = queryset(project_id, grain, first, end, agents)
+    if key_prefix is not None:
+        base = base.filter(key__startswith=key_prefix)
     kinds = tuple(kinds)
     sketch_kinds = tuple(k for k in sketch_kinds if not kinds or k in kinds)
     rows: list[Row] = []
@@ -84,9 +93,10 @@ def read(
     if kinds:
         plain_kinds = [k for k in kinds if k not in sketch_kinds]
         if plain_kinds:
-            rows += _summed(base.filter(kind__in=plain_kinds), first, keep)
+            rows += _summed(base.filter(kind__in=plain_kinds), first, keep, latency_sums)
     else:
-        rows += _summed(base.exclude(kind__in=sketch_kinds) if sketch_kinds else base, first, keep)
+        plain = base.exclude(kind__in=sketch_kinds) if sketch_kinds else base
+        rows += _summed(plain, first, keep, latency_sums)
     return rows
 
 
@@ -100,8 +110,12 @@ def queryset(
     return rows.filter(agent__in=agents) if agents else rows
 
 
-def _summed(rows: QuerySet, first: datetime, keep: tuple[str, ...]) -> list[Row]:
+def _summed(
+    rows: QuerySet, first: datetime, keep: tuple[str, ...], latency_sums: bool = False
+) -> list[Row]:
     selected = ["bucket_text" if c == "bucket" else c for c in keep]
+    if latency_sums:
+        return _summed_with_latency(rows, first, keep, selected)
     # SUM of a bigint is a numeric, which psycopg would hand over as a Decimal per value.
     summed = (
         rows.annotate(bucket_text=Cast("bucket", TextField()))
@@ -123,6 +137,27 @@ def _summed(rows: QuerySet, first: datetime, keep: tuple[str, ...]) -> list[Row]
         got = dict(zip(keep, values, strict=False))
         n, t_in, t_out = values[-3:]
         out.append(_row(got, first, n, t_in, t_out, {}))
+    return out
+
+
+def _summed_with_latency(rows: QuerySet, first: datetime, keep: tuple, selected: list) -> list:
+    summed = (
+        rows.annotate(bucket_text=Cast("bucket", TextField()))
+        .values_list(*selected)
+        .annotate(
+            n=Cast(Sum("count"), BigIntegerField()),
+            t_in=Cast(Sum("tokens_in"), BigIntegerField()),
+            t_out=Cast(Sum("tokens_out"), BigIntegerField()),
+            lat=Sum("latency_sum"),
+        )
+        .order_by()
+    )
+    out = []
+    for values in summed:
+        got = dict(zip(keep, values, strict=False))
+        n, t_in, t_out, lat = values[-4:]
+        row = _row(got, first, n, t_in, t_out, {})
+        out.append(replace(row, latency_sum=float(lat or 0.0)))
     return out
 
 

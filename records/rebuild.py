@@ -2,9 +2,10 @@
 
 The derived columns are computed on ingest (records.derive). When a derivation changes (a
 definition of DESIGN §3 corrected, a new facet), the stored records are derived again from their
-data, and the rollups, classifications, streaks and run summaries are dropped and the watermark
-reset, so the workers fold every record in again with the new definitions. A migration that
-changes a derivation calls `rebuild`; so can an operator (`manage.py rebuild_rollups`).
+data, and the rollups, classifications, tool decisions, streaks and run summaries are dropped
+and the watermark reset, so the workers fold every record in again with the new definitions. A
+migration that changes a derivation calls `rebuild`; so can an operator (`manage.py
+rebuild_rollups`).
 """
 
 from __future__ import annotations
@@ -81,14 +82,18 @@ def rederive(record_model, *, chunk: int = 5000, progress: Callable[[int], None]
             progress(done)
 
 
+_DROPPED = ("Rollup", "StreakSegment", "Streak", "Classification", "ToolDecision", "ToolMiss")
+
+
 def reset_rollups(models) -> None:
     """Drop what the catch-up pass keeps and rewind its watermark: the workers rebuild it.
 
     `models` maps names to model classes (the app registry's, or a migration's historical ones).
     """
     with transaction.atomic():
-        for name in ("Rollup", "StreakSegment", "Streak", "Classification"):
-            models[name].objects.all().delete()
+        for name in _DROPPED:
+            if name in models:  # (a migration before ToolDecision passes no such model)
+                models[name].objects.all().delete()
         models["Run"].objects.update(
             record_count=0,
             kind_counts={},

@@ -31,9 +31,18 @@ from django.db.models import Max, Q
 from django.db.models.functions import Mod
 from django.utils import timezone
 
-from records import keys, streaks
+from records import keys, streaks, tools
 from records.derive import NOTICE_REPEATED, ONCE_PER_RUN_NOTICES
-from records.keys import CLASSIFICATION, NOTICE, VERDICT, VIOLATION
+from records.keys import (
+    CLASSIFICATION,
+    NOTICE,
+    OUTCOME,
+    PICK,
+    RETRACTING_KINDS,
+    TURN,
+    VERDICT,
+    VIOLATION,
+)
 from records.models import (
     Classification,
     Grain,
@@ -42,6 +51,7 @@ from records.models import (
     Run,
     Streak,
     StreakSegment,
+    ToolDecision,
     Watermark,
 )
 from records.sketch import Sketch
@@ -60,16 +70,23 @@ _FIELDS = (
     "is_error", "is_contract_break", "has_violation",
 )  # fmt: skip
 _FLAGS = ("swap", "fallback", "error", "contract_break", "violation")
-# Read from the JSON only where present: a verdict's toolCallId (its classification) and the
-# violation codes of a flagged record.
+_ERROR = _FLAGS.index("error")
+# Read from the JSON only where present: a verdict's toolCallId (its classification), the
+# violation codes of a flagged record, and for records.tools the iteration and JSON of picks and
+# outcomes (their data) and turns (their derived fields).
 _JSON_FIELDS = {
     "postgresql": (
         f"CASE WHEN kind = '{VERDICT}' THEN data->>'toolCallId' END",
         "CASE WHEN has_violation THEN derived->'violations' END",
+        "iteration",
+        f"CASE WHEN kind = '{TURN}' THEN derived::text "
+        f"WHEN kind IN ('{PICK}', '{OUTCOME}') THEN data::text END",
     ),
     "sqlite": (
         f"CASE WHEN kind = '{VERDICT}' THEN json_extract(data, '$.toolCallId') END",
         "CASE WHEN has_violation THEN json_extract(derived, '$.violations') END",
+        "iteration",
+        f"CASE WHEN kind = '{TURN}' THEN derived WHEN kind IN ('{PICK}', '{OUTCOME}') THEN data END",
     ),
 }
 
@@ -160,10 +177,15 @@ class _Batch:
         self.attempts: dict[tuple, list[tuple]] = defaultdict(list)
         # (project, run_id, code) -> [(id, minute, agent, model)] of once-per-run notices
         self.once_notices: dict[tuple, list[tuple]] = defaultdict(list)
+        # records.tools: the hourly tool cells, and (project, run_id, iteration) -> [the
+        # earliest pick, the earliest outcome] of this pass's decisions
+        self.tool_hourly: dict[tuple, _Cell] = defaultdict(_Cell)
+        self.tool_sides: dict[tuple, list] = defaultdict(lambda: [None, None])
 
     def add(self, row: tuple) -> None:
         (record_id, project, kind, agent, model, key, ts, latency, t_in, t_out, run_id,
-         record_key, outcome, named, *flags, tool_call_id, violations) = row  # fmt: skip
+         record_key, outcome, named, *flags, tool_call_id, violations, iteration,
+         body) = row  # fmt: skip
         # Per record, so written for speed: a pass calls this 100,000 times.
         minute = ts.replace(second=0, microsecond=0)
         cell = self.cells[(project, minute, kind, agent or "", model or "", key)]
@@ -194,7 +216,10 @@ class _Batch:
             if isinstance(violations, str):  # SQLite hands JSON over as text
                 violations = orjson.loads(violations)
             self.add_violations(project, minute, kind, agent, model, violations)
-        if kind == VERDICT and model:
+        if kind in tools.KINDS:
+            tools.add(self, project, kind, agent, model, ts, run_id, record_key, iteration,
+                      latency, flags[_ERROR], body)  # fmt: skip
+        elif kind == VERDICT and model:
             self.verdicts[(project, model, minute)].append((outcome, ts, record_key))
             fields = keys.decode(VERDICT, key)
             if tool_call_id:
@@ -283,7 +308,7 @@ def analyze_if_grown(*, min_records: int = ANALYZE_MIN_RECORDS) -> bool:
     if connection.vendor != "postgresql":
         return False
     folded = folded_upto()
-    tables = (Record, Rollup, Run, Classification, StreakSegment)
+    tables = (Record, Rollup, Run, Classification, StreakSegment, ToolDecision)
     with transaction.atomic():
         Watermark.objects.get_or_create(name=_ANALYZED)
         # Lanes finish their calls at about the same time: one analyses, the others go on.
@@ -341,6 +366,7 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
             batch.add(row)
     if count:
         _merge_classifications(batch)
+        tools.fold(batch)  # records.tools: tool decisions and their rollup rows
         _flag_repeated_notices(batch, watermark.last_id)
         _merge_rollups(batch)
         _merge_streaks(batch)
@@ -655,9 +681,10 @@ def _merge_rollups(batch: _Batch) -> None:
                 f"{_ROLLUP_CONFLICT}",
                 [(*row[:2], _db_time(row[2]), *row[3:]) for row in rows],
             )
-        # A classification that moved took its count back from a cell: a cell left at zero
-        # is no rollup at all (and would differ from a pass that never saw it there).
-        emptied = [row for row in rows if row[3] == CLASSIFICATION and row[7] < 0]
+        # A classification (or tool decision) that moved took its count back from a cell: a
+        # cell left at zero is no rollup at all (and would differ from a pass that never saw
+        # it there).
+        emptied = [row for row in rows if row[3] in RETRACTING_KINDS and row[7] < 0]
         if emptied:
             cursor.executemany(
                 f"DELETE FROM {_ROLLUP} WHERE project_id = %s AND grain = %s AND bucket = %s "

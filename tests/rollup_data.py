@@ -26,6 +26,9 @@ def _ts(rng: random.Random) -> str:
 
 def build(n: int = 1200, seed: int = 3) -> list[dict]:
     rng = random.Random(seed)
+    # Picks and outcomes share a few iterations per run, so that outcomes join picks (the tool
+    # decisions of records.tools); drawn apart, so the rest of the mix stays as it was.
+    iterations = random.Random(seed + 1)
     out = []
     for i in range(n):
         env = {
@@ -42,6 +45,7 @@ def build(n: int = 1200, seed: int = 3) -> list[dict]:
                 "classifier": {"name": "c", "model": classifier},
                 "latencyMs": rng.lognormvariate(5 if classifier == CLASSIFIERS[0] else 6, 0.8),
                 "narrowed": narrowed,
+                "iteration": iterations.randrange(3),
             }
             if not narrowed and rng.random() < 0.8:
                 data["narrowedSkipped"] = rng.choice(REASONS)
@@ -60,6 +64,7 @@ def build(n: int = 1200, seed: int = 3) -> list[dict]:
         elif roll < 0.42:
             agrees = rng.choice([True, False, None])
             data = {"firstAgrees": agrees} if agrees is not None else {"firstAgrees": None}
+            data["iteration"] = iterations.randrange(3)
             out.append(record("tool_choice.outcome", data=data, **env))
         elif roll < 0.55:
             default = rng.choice(MAINS)

@@ -11,8 +11,8 @@ from records.rebuild import rebuild
 class Command(BaseCommand):
     help = (
         "Derive every stored record again from its data, drop the rollups, classifications, "
-        "streaks and run summaries, and rewind the watermark so the workers fold everything in "
-        "anew (after a change to a derivation)."
+        "tool decisions, streaks and run summaries, and rewind the watermark so the workers "
+        "fold everything in anew (after a change to a derivation)."
     )
 
     def handle(self, *args, **options):
