@@ -807,7 +807,7 @@ def record_event(span: SpanView, event: EventView, trace: Trace, mapping: Mappin
             raw["parent_run_id"] = parent_run_id
     raw.update(envelope)
     raw["data"] = data
-    mapping.records.append(Mapped(span, raw, event=event))
+    mapping.records.append(Mapped(span, raw, "", event))
 
 
 def _set_path(target: dict, parts: list[str], value: Any) -> None:
