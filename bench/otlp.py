@@ -145,7 +145,7 @@ def main() -> None:
             post_batches((port, keys["warm-up"], "/v1/traces", "application/x-protobuf", otlp[:1]))
         # In rounds, alternating which path goes first: on a shared machine the load drifts
         # over tens of seconds, and one path measured after the other would carry the drift.
-        native_s = otlp_s = 0.0
+        rounds: dict[str, list[float]] = {"native": [], "otlp": []}
         per_round = -(-len(chunks) // args.rounds)
         for r, start in enumerate(range(0, len(chunks), per_round)):
             part = slice(start, start + per_round)
@@ -154,11 +154,10 @@ def main() -> None:
                 ("otlp", "/v1/traces", "application/x-protobuf", otlp[part]),
             ]
             for name, path, content_type, bodies in sends[:: 1 if r % 2 == 0 else -1]:
-                seconds = timed_posts(port, keys[name], path, content_type, bodies, args.clients)
-                if name == "native":
-                    native_s += seconds
-                else:
-                    otlp_s += seconds
+                rounds[name].append(
+                    timed_posts(port, keys[name], path, content_type, bodies, args.clients)
+                )
+        native_s, otlp_s = sum(rounds["native"]), sum(rounds["otlp"])
         client = Decisionboard(
             f"http://127.0.0.1:{port}", keys["client"], batch_size=args.batch, max_queue=10**7
         )
@@ -191,6 +190,13 @@ def main() -> None:
     print(
         f"posted with {args.clients} client(s) to {args.web_workers} gunicorn workers: native "
         f"{native_s:.1f} s, OTLP {otlp_s:.1f} s; the Python client {client_s:.1f} s",
+        flush=True,
+    )
+    print(
+        "seconds by round: native "
+        + " ".join(f"{s:.2f}" for s in rounds["native"])
+        + ", OTLP "
+        + " ".join(f"{s:.2f}" for s in rounds["otlp"]),
         flush=True,
     )
     print(

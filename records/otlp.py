@@ -409,6 +409,8 @@ class Trace:
         return chain
 
     def scope(self, span: SpanView) -> Scope:
+        if not span.attributes and (span.trace_id, span.parent_span_id) not in self.by_id:
+            return self._resource_scope(span)
         key = (span.trace_id, span.span_id)
         scope = self._scopes.get(key)
         if scope is None:
@@ -416,8 +418,6 @@ class Trace:
         return scope
 
     def _resolve(self, span: SpanView) -> Scope:
-        if not span.attributes and (span.trace_id, span.parent_span_id) not in self.by_id:
-            return self._resource_scope(span)
         lineage = [span, *self.ancestors(span)]
         run_id, parent_run_id = self._run(span, lineage)
         return Scope(
@@ -807,7 +807,7 @@ def record_event(span: SpanView, event: EventView, trace: Trace, mapping: Mappin
             raw["parent_run_id"] = parent_run_id
     raw.update(envelope)
     raw["data"] = data
-    mapping.records.append(Mapped(span, raw, event=event))
+    mapping.records.append(Mapped(span, raw, "", event))
 
 
 def _set_path(target: dict, parts: list[str], value: Any) -> None:
