@@ -234,9 +234,7 @@ class RecordKey(models.Model):
 
     pk = models.CompositePrimaryKey("project", "record_key")
     # No index of its own: the primary key's (project_id, record_key) leads with it.
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="+", db_index=False
-    )
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
     record_key = models.CharField(max_length=200)
 
     def __str__(self) -> str:

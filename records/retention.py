@@ -135,9 +135,7 @@ def expire(now: datetime | None = None) -> Expiry:
 
 def _expire_partitions(now: datetime, folded: int, result: Expiry) -> None:
     today = partitions.day_of(now)
-    longest = max(
-        global_days(), Project.objects.aggregate(m=Max("retention_days"))["m"] or 0
-    )
+    longest = max(global_days(), Project.objects.aggregate(m=Max("retention_days"))["m"] or 0)
     first_kept = today - timedelta(days=longest)
     # Ahead, and the kept days that have records in the default partition (a day whose
     # partition was not created in time, or rows the migration put there).
@@ -196,9 +194,7 @@ def _expire_rollups(now: datetime, result: Expiry) -> None:
         result.rollups_deleted += delete_in_batches(
             model._meta.db_table, "bucket < %s", [kept], row="id"
         )
-    result.runs_deleted += delete_in_batches(
-        Run._meta.db_table, "last_ts < %s", [kept], row="id"
-    )
+    result.runs_deleted += delete_in_batches(Run._meta.db_table, "last_ts < %s", [kept], row="id")
 
 
 def _db_time(when: datetime):

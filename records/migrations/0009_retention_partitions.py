@@ -74,9 +74,7 @@ def _fill(cursor, old: str, indexes, foreign) -> None:
         cursor.execute(f"ALTER TABLE {TABLE} ADD CONSTRAINT {name} {definition}")
     cursor.execute(f"SELECT last_value, is_called FROM {old}_id_seq")
     last, called = cursor.fetchone()
-    cursor.execute(
-        "SELECT setval(pg_get_serial_sequence(%s, 'id'), %s, %s)", [TABLE, last, called]
-    )
+    cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), %s, %s)", [TABLE, last, called])
     cursor.execute(f"DROP TABLE {old} CASCADE")
 
 
@@ -152,7 +150,11 @@ class Migration(migrations.Migration):
                 (
                     "pk",
                     models.CompositePrimaryKey(
-                        "project", "record_key", blank=True, editable=False, primary_key=True,
+                        "project",
+                        "record_key",
+                        blank=True,
+                        editable=False,
+                        primary_key=True,
                         serialize=False,
                     ),
                 ),
