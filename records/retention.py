@@ -79,8 +79,24 @@ def past_retention_notice(project: Project, start: datetime | None, now=None) ->
         return None
     return (
         f"Records before {kept:%Y-%m-%d %H:%M} UTC are past this project's retention "
-        f"({project_days(project)} days) and are deleted; this range misses them."
+        f"({project_days(project)} days) and have been deleted: what is shown here misses them."
     )
+
+
+# The header of an export or a records page whose range starts before the records kept, and the
+# one every such answer carries: the oldest record time kept (RFC 3339).
+PAST_RETENTION_HEADER = "Decisionboard-Past-Retention"
+RETAINED_SINCE_HEADER = "Decisionboard-Retained-Since"
+
+
+def retention_headers(project: Project, start: datetime | None, now=None) -> dict[str, str]:
+    """The headers an export or a records list answers with (see the two names above)."""
+    kept = kept_since(project, now)
+    headers = {RETAINED_SINCE_HEADER: kept.isoformat().replace("+00:00", "Z")}
+    notice = past_retention_notice(project, start, now)
+    if notice:
+        headers[PAST_RETENTION_HEADER] = notice
+    return headers
 
 
 def past_rollup_retention_notice(start: datetime | None, now=None) -> str | None:
@@ -91,8 +107,8 @@ def past_rollup_retention_notice(start: datetime | None, now=None) -> str | None
     if start >= kept:
         return None
     return (
-        f"Rollups before {kept:%Y-%m-%d} UTC are past retention ({rollup_days()} days) and are "
-        "deleted; the charts start there."
+        f"Rollups before {kept:%Y-%m-%d} UTC are past retention ({rollup_days()} days) and have "
+        "been deleted: the charts start there."
     )
 
 

@@ -12,7 +12,7 @@ from celery import shared_task
 from alerts import delivery, engine
 from alerts.transports import TransportError
 from config.outage import DATABASE_UNAVAILABLE
-from records import rollup
+from records import retention, rollup
 from workers import exports, heartbeat
 
 # A catch-up cut short by an outage retries after 1, 2, 4, 8 s. A retry keeps the expiry of the
@@ -48,6 +48,11 @@ def export_task(job_id: int) -> None:
 @shared_task(ignore_result=True)
 def expire_exports_task() -> None:
     exports.expire_exports()
+
+
+@shared_task(ignore_result=True)
+def expire_records_task() -> None:
+    retention.expire()
 
 
 @shared_task(bind=True, ignore_result=True, max_retries=delivery.ATTEMPTS - 1)
