@@ -168,19 +168,23 @@ def forget_cache() -> None:
     _failed.clear()
 
 
-def detach_day(day: date, *, lock_timeout: str = "2s") -> str | None:
+def detach_day(day: date, *, lock_timeout: str = "2s", attempts: int = 3) -> str | None:
     """Detach the partition of `day` and rename it for `drop_expired`; returns its new name,
-    or None when the parent's lock was not had in time (readers and ingest were busy)."""
+    or None when the parent's lock was not had in time, `attempts` times (a query held the
+    table throughout; the next expiry tries again). While it waits, new queries of the table
+    queue behind it: hence the short timeout."""
     name, expired = day_name(day), f"{EXPIRED_PREFIX}{day:%Y%m%d}"
-    try:
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("SELECT set_config('lock_timeout', %s, true)", [lock_timeout])
-            cursor.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {name}")
-            cursor.execute(f"ALTER TABLE {name} RENAME TO {expired}")
-    except DatabaseError as exc:
-        log.warning("could not detach %s (%s); will retry", name, exc)
-        return None
-    return expired
+    for attempt in range(attempts):
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('lock_timeout', %s, true)", [lock_timeout])
+                cursor.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {name}")
+                cursor.execute(f"ALTER TABLE {name} RENAME TO {expired}")
+            return expired
+        except DatabaseError as exc:
+            log.warning("could not detach %s (%s), attempt %s", name, exc, attempt + 1)
+            time.sleep(1.0)
+    return None
 
 
 def expired_tables() -> list[str]:

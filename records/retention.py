@@ -47,6 +47,11 @@ def project_days(project: Project) -> int:
     return project.retention_days or global_days()
 
 
+def longest_days() -> int:
+    """The longest retention of any project: PostgreSQL drops partitions past it."""
+    return max(global_days(), Project.objects.aggregate(m=Max("retention_days"))["m"] or 0)
+
+
 def horizon(days: int, now: datetime) -> datetime:
     """The oldest `ts` kept under a retention of `days`: midnight UTC, `days` days ago."""
     start, _ = partitions.day_bounds(partitions.day_of(now) - timedelta(days=days))
@@ -151,7 +156,7 @@ def expire(now: datetime | None = None) -> Expiry:
 
 def _expire_partitions(now: datetime, folded: int, result: Expiry) -> None:
     today = partitions.day_of(now)
-    longest = max(global_days(), Project.objects.aggregate(m=Max("retention_days"))["m"] or 0)
+    longest = longest_days()
     first_kept = today - timedelta(days=longest)
     # Ahead, and the kept days that have records in the default partition (a day whose
     # partition was not created in time, or rows the migration put there).

@@ -360,3 +360,41 @@ def test_an_export_job_says_when_its_range_is_past_retention(alice, retain):
     assert "(7 days)" in response.json()["past_retention"]
     listed = client.get("/api/v1/exports").json()["results"][0]
     assert listed["past_retention"] == response.json()["past_retention"]
+
+
+# --- operating it -------------------------------------------------------------------------------
+
+
+def test_the_doctor_asks_for_the_expiry_when_tomorrows_partition_is_missing(db, postgres):
+    from ops.doctor import retention as findings
+
+    assert [f.ok for f in findings(NOW)] == [True]
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE {partitions.day_name(TODAY + timedelta(days=1))}")
+
+    (missing,) = findings(NOW)
+    assert not missing.ok
+    assert "manage.py expire_records" in missing.fix
+
+
+def test_the_doctor_names_partitions_past_retention_still_attached(db, retain, postgres):
+    from ops.doctor import retention as findings
+
+    retain(7)
+    (stale,) = findings(NOW)
+    assert not stale.ok
+    assert "past retention still attached" in stale.message
+
+
+def test_expire_records_drops_what_is_past_retention(alice, retain, postgres):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    retain(3)
+    store(alice, at(5, id="old"))
+    catch_up()
+    out = StringIO()
+    call_command("expire_records", stdout=out)
+    assert partitions.day_name(TODAY - timedelta(days=5)) in out.getvalue()
+    assert not Record.objects.exists()
