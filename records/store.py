@@ -77,8 +77,8 @@ WITH new_keys AS (
     RETURNING record_key
 ), ins AS (
     INSERT INTO {RECORD_TABLE} (project_id, received_at, {", ".join(COLUMNS)})
-    SELECT %(project)s, %(now)s, {", ".join("stage." + c for c in COLUMNS)}
-    FROM ingest_stage AS stage JOIN new_keys USING (record_key)
+    SELECT %(project)s, %(now)s, {", ".join(COLUMNS)}
+    FROM ingest_stage WHERE record_key IN (SELECT record_key FROM new_keys)
     RETURNING run_id, ts, agent, session_id, parent_run_id
 ), runs AS (
     -- New runs only: widening a run's time range and counting its records is the catch-up
