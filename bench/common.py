@@ -87,7 +87,8 @@ def copy_ceiling(rows: list[tuple]) -> float:
         # The records table is partitioned (records.partitions) and keeps (project, record_key)
         # unique in another table: the ceiling keeps paying for that uniqueness as before.
         cursor.execute(
-            "CREATE UNIQUE INDEX IF NOT EXISTS bench_copy_key ON bench_copy (project_id, record_key)"
+            "CREATE UNIQUE INDEX IF NOT EXISTS bench_copy_key "
+            "ON bench_copy (project_id, record_key)"
         )
         start = time.perf_counter()
         with cursor.cursor.copy(f"COPY bench_copy ({columns}) FROM STDIN") as copy:

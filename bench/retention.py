@@ -70,7 +70,8 @@ def expire_oldest_day() -> dict[str, float]:
         cursor.execute(f"SELECT count(*) FROM {partitions.day_name(day)}")
         (records,) = cursor.fetchone()
     start = time.perf_counter()
-    table = partitions.detach_day(day)
+    # As if the catch-up had folded everything in (this benchmark runs none).
+    table = partitions.detach_day(day, folded=2**62)
     detached = time.perf_counter()
     if table is None:
         raise RuntimeError(f"could not detach the partition of {day}")

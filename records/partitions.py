@@ -168,17 +168,30 @@ def forget_cache() -> None:
     _failed.clear()
 
 
-def detach_day(day: date, *, lock_timeout: str = "2s", attempts: int = 3) -> str | None:
+class NotRolledUp(Exception):
+    """The partition holds records the catch-up has not folded in yet: it stays attached."""
+
+
+def detach_day(
+    day: date, *, folded: int, lock_timeout: str = "2s", attempts: int = 3
+) -> str | None:
     """Detach the partition of `day` and rename it for `drop_expired`; returns its new name,
     or None when the parent's lock was not had in time, `attempts` times (a query held the
     table throughout; the next expiry tries again). While it waits, new queries of the table
-    queue behind it: hence the short timeout."""
+    queue behind it: hence the short timeout.
+
+    Raises NotRolledUp, attaching it back, when it holds a record with an id above `folded`:
+    checked once detached, when no insert can reach it any more (a late record of that day
+    may have arrived a moment before)."""
     name, expired = day_name(day), f"{EXPIRED_PREFIX}{day:%Y%m%d}"
     for attempt in range(attempts):
         try:
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute("SELECT set_config('lock_timeout', %s, true)", [lock_timeout])
                 cursor.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {name}")
+                cursor.execute(f"SELECT 1 FROM {name} WHERE id > %s LIMIT 1", [folded])
+                if cursor.fetchone() is not None:
+                    raise NotRolledUp(name)  # rolls the DETACH back
                 cursor.execute(f"ALTER TABLE {name} RENAME TO {expired}")
             return expired
         except DatabaseError as exc:

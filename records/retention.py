@@ -169,11 +169,11 @@ def _expire_partitions(now: datetime, folded: int, result: Expiry) -> None:
         if day >= first_kept:
             break
         name = partitions.day_name(day)
-        if _has_unfolded(name, folded):
+        try:
+            if partitions.detach_day(day, folded=folded) is not None:
+                result.partitions_dropped.append(name)
+        except partitions.NotRolledUp:
             result.partitions_waiting.append(name)
-            continue
-        if partitions.detach_day(day) is not None:
-            result.partitions_dropped.append(name)
     for table in partitions.expired_tables():
         result.keys_deleted += partitions.drop_expired(table)
     result.records_deleted += delete_in_batches(
@@ -201,12 +201,6 @@ def _default_days(since: datetime) -> list[date]:
             [since],
         )
         return [day for (day,) in cursor.fetchall()]
-
-
-def _has_unfolded(table: str, folded: int) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT 1 FROM {table} WHERE id > %s LIMIT 1", [folded])
-        return cursor.fetchone() is not None
 
 
 def _expire_rollups(now: datetime, result: Expiry) -> None:
