@@ -33,6 +33,7 @@ from api.read import (
     request_filters,
 )
 from api.serializers import ExportJobSerializer
+from records import retention
 from records.export import FORMATS, export_chunks, export_rows, parse_format
 from records.filters import PARAMS, FilterError, filter_records
 from records.models import ApiKey, Project, Record
@@ -75,10 +76,13 @@ class ExportView(ReadView):
         project = project_for_request(request)
         # Every parameter is read here, before the 200's headers go out with the first chunk.
         fmt = parse_format(request.query_params.get("format"))
-        queryset = filter_records(Record.objects.filter(project=project), request_filters(request))
+        filters = request_filters(request)
+        queryset = filter_records(Record.objects.filter(project=project), filters)
         response = StreamingHttpResponse(
             _stream(fmt, queryset), content_type=FORMATS[fmt].content_type
         )
+        for name, value in retention.retention_headers(project, filters.start).items():
+            response[name] = value
         stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
         response["Content-Disposition"] = (
             f'attachment; filename="{project.name}-records-{stamp}.{FORMATS[fmt].extension}"'
@@ -161,7 +165,7 @@ class ExportJobListView(ReadView):
     )
     def get(self, request):
         project = project_for_request(request)
-        jobs = ExportJob.objects.filter(project=project)
+        jobs = ExportJob.objects.filter(project=project).select_related("project")
         return page_response(
             request, jobs, JOB_KEYSET, ExportJobSerializer, context={"request": request}
         )

@@ -25,6 +25,7 @@ from api.metrics import ReadView
 from api.openapi import INGEST_DESCRIPTION, INGEST_REQUEST, INGEST_RESPONSES
 from api.pagination import LIMIT_PARAMETER, Keyset, page_response
 from api.serializers import RecordSerializer, RunDetailSerializer, RunSerializer
+from records import retention
 from records.filters import (
     HAS_FLAGS,
     Filters,
@@ -178,4 +179,7 @@ class RecordsView(IngestView):
         project = project_for_request(request)
         filters = request_filters(request)
         queryset = filter_records(Record.objects.filter(project=project), filters)
-        return page_response(request, queryset, RECORD_KEYSET, RecordSerializer)
+        response = page_response(request, queryset, RECORD_KEYSET, RecordSerializer)
+        for name, value in retention.retention_headers(project, filters.start).items():
+            response[name] = value
+        return response

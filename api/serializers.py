@@ -11,7 +11,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from api.openapi import RecordDataSerializer
-from records.filters import HAS_FLAGS
+from records import retention
+from records.filters import HAS_FLAGS, FilterError, parse_time
 from records.kinds import KIND_NAMES
 from workers.models import ExportJob
 
@@ -103,6 +104,18 @@ class ExportJobSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField(
         allow_null=True, help_text="When the file is deleted (the job then reads expired)."
     )
+    past_retention = serializers.SerializerMethodField(
+        help_text="Set when `from` is before the oldest record kept when the job was started: "
+        "what the export misses (the project's retention)."
+    )
+
+    @extend_schema_field({"type": ["string", "null"]})
+    def get_past_retention(self, job: ExportJob) -> str | None:
+        try:
+            start = parse_time("from", job.filters["from"]) if job.filters.get("from") else None
+        except FilterError:
+            return None
+        return retention.past_retention_notice(job.project, start, job.created_at)
 
     @extend_schema_field({"type": ["string", "null"], "format": "uri"})
     def get_download_url(self, job: ExportJob) -> str | None:

@@ -76,10 +76,15 @@ def load(projects: list, records: int, runs: int, seed: int) -> tuple[int, int, 
     from records.normalise import normalise
     from records.store import COLUMNS, RECORD_TABLE, RUN_TABLE
 
+    from records import partitions
+
     now = timezone.now()
     end = now.replace(microsecond=0)
     columns = ", ".join(("project_id", "received_at", *COLUMNS))
     started = time.perf_counter()
+    # The day partitions ingest would have made (records.partitions), so each day is its own.
+    partitions.ensure_days(partitions.days_between(partitions.day_of(end - SPAN),
+                                                   partitions.day_of(end)))  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT coalesce(max(id), 0) FROM {RECORD_TABLE}")
         before = cursor.fetchone()[0]
@@ -122,6 +127,12 @@ def load(projects: list, records: int, runs: int, seed: int) -> tuple[int, int, 
         )
         cursor.execute(f"SELECT min(id), max(id) FROM {RECORD_TABLE} WHERE id > %s", [before])
         first, last = cursor.fetchone()
+        # And the keys ingest keeps beside them (records.store), which expiry cleans up too.
+        cursor.execute(
+            f"INSERT INTO {partitions.KEYS} (project_id, record_key) SELECT project_id, "
+            f"record_key FROM {RECORD_TABLE} WHERE id BETWEEN %s AND %s",
+            [first, last],
+        )
     return first, last, time.perf_counter() - started
 
 
@@ -197,10 +208,11 @@ def database_size(records: int) -> None:
 
 
 def expire_one_day() -> float | None:
-    """RETENTION BENCHMARK (issue 16, part 1): the time to expire one day of records, goal < 1 s.
-    The retention helper fills this in with its partition expiry on this database; None until
-    then."""
-    return None
+    """The time to expire the oldest day of records as records.retention does (bench/retention.py:
+    DETACH, the keys' cleanup, DROP), goal < 1 s."""
+    from bench.retention import expire_oldest_day
+
+    return expire_oldest_day()["expire_s"]
 
 
 # --- catch-up lanes ------------------------------------------------------------------------

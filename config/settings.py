@@ -285,10 +285,21 @@ DECISIONBOARD = {
     # Webhooks to loopback, private or link-local addresses are refused unless this is on
     # (a receiver on the same network as a self-hosted Decisionboard).
     "ALERTS_ALLOW_PRIVATE_WEBHOOKS": env_bool("DECISIONBOARD_ALERTS_ALLOW_PRIVATE_WEBHOOKS", False),
+    # Days of raw records kept (a project's own retention_days overrides it); older ones are
+    # expired by the hour: whole daily partitions dropped on PostgreSQL, batched deletes on
+    # SQLite (records.retention, docs/operations.md). Rollups, runs and streaks are kept for
+    # ROLLUP_RETENTION_DAYS, which must be at least as long.
+    "RETENTION_DAYS": env_int("DECISIONBOARD_RETENTION_DAYS", 30, minimum=1),
+    "ROLLUP_RETENTION_DAYS": env_int("DECISIONBOARD_ROLLUP_RETENTION_DAYS", 400, minimum=1),
     # /metrics answers 404 unless this is set, and then asks for it as a bearer token (what
     # Prometheus sends with `authorization: {credentials: ...}`).
     "METRICS_TOKEN": env_str("DECISIONBOARD_METRICS_TOKEN", ""),
 }
+if DECISIONBOARD["ROLLUP_RETENTION_DAYS"] < DECISIONBOARD["RETENTION_DAYS"]:
+    raise ImproperlyConfigured(
+        "DECISIONBOARD_ROLLUP_RETENTION_DAYS must be at least DECISIONBOARD_RETENTION_DAYS: "
+        "rollups are built from the raw records and outlive them"
+    )
 
 # Celery: Redis when REDIS_URL is set, otherwise kombu's filesystem transport under var/ so that
 # the embedded product runs a real worker and beat with nothing else installed.

@@ -12,8 +12,9 @@ from django.db import transaction
 from django.http import Http404
 from django.shortcuts import redirect, render
 
+from records import retention
 from records.export import FORMATS
-from records.filters import HAS_FLAGS, PARAMS, FilterError
+from records.filters import HAS_FLAGS, PARAMS, FilterError, parse_time
 from records.kinds import KIND_NAMES
 from records.models import Project
 from workers.exports import start_export
@@ -47,6 +48,17 @@ def _form_values(data) -> dict[str, str]:
     values = {name: (data.get(name) or "").strip() for name in ("project", "format", *TEXT_PARAMS)}
     values["has"] = ",".join(flag for flag in data.getlist("has") if flag)
     return values
+
+
+def _retention_notice(request, values: dict[str, str]) -> str | None:
+    """The past-retention notice for the form's project and `from`, when both are readable."""
+    if not values["from"]:
+        return None
+    try:
+        project = _get_project_for_user(request, values["project"])
+        return retention.past_retention_notice(project, parse_time("from", values["from"]))
+    except (Http404, FilterError):
+        return None
 
 
 def _active(jobs: list[ExportJob]) -> bool:
@@ -92,6 +104,7 @@ def exports_page(request):
             "active": _active(jobs),
             "values": values,
             "errors": errors,
+            "retention_notice": _retention_notice(request, values),
             "formats": list(FORMATS),
             "fields": [
                 {

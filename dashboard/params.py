@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from dashboard import timerange
 from dashboard.rollups import Period
+from records import retention
 from records.filters import PARAMS, FilterError, Filters, parse_filters
 
 
@@ -73,8 +74,8 @@ def chart_context(
     project, data: dict, agents: list[str], error: FilterError | None, chosen=None
 ) -> dict:
     """What every chart page's template reads besides its figures: the project, the page's
-    data, the time range and its choices, the agent filter as typed and a bad parameter's
-    error."""
+    data, the time range and its choices, the agent filter as typed, a bad parameter's error
+    and whether the range starts before the rollups kept."""
     return {
         "project": project,
         "data": data,
@@ -82,4 +83,5 @@ def chart_context(
         "presets": timerange.presets(),
         "agent": ",".join(agents),
         "error": error,
+        "retention_notice": retention.past_rollup_retention_notice(data.get("start")),
     }

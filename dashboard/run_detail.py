@@ -20,6 +20,7 @@ from django.utils.http import urlencode
 
 from dashboard import figures, timeline
 from dashboard.access import get_run_for_user
+from records import retention
 from records.models import Record, Run
 
 POLL_SECONDS = 5
@@ -106,5 +107,6 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         kind_counts=sorted((run.kind_counts or {}).items()),
         models=sorted((run.models_seen or {}).items(), key=lambda m: (-m[1], m[0])),
         export_query=urlencode({"project": run.project.name, "run_id": run.run_id}),
+        retention_notice=retention.past_retention_notice(run.project, run.first_ts),
     )
     return render(request, "dashboard/run_detail.html", context)

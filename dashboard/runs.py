@@ -27,6 +27,7 @@ from dashboard import timerange
 from dashboard.access import get_project_for_user
 from dashboard.format import duration_ms
 from dashboard.params import filter_params, list_range, parse, time_filters
+from records import retention
 from records.filters import HAS_FLAGS, FilterError, filter_runs, parse_time
 from records.keys import MODEL_CALL, PICK, PICK_ERROR, PROVIDER_ERROR, VERDICT
 from records.kinds import KIND_NAMES
@@ -201,6 +202,9 @@ def runs_list(request: HttpRequest) -> HttpResponse:
         "sort": sort,
         "sort_links": {f: sort.toggled(f) for f in SORTS},
         "error": error,
+        "retention_notice": retention.past_retention_notice(project, filters.start)
+        if error is None
+        else None,
         "first_page": not request.GET.get("after"),
         "next_query": urlencode({**shared, "sort": sort.param, "after": next_cursor})
         if next_cursor

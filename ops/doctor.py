@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core import checks
+from django.db import connection
 from django.utils import timezone
 
 from config.outage import DATABASE_UNAVAILABLE
@@ -276,6 +277,44 @@ def queues(statuses: Iterable[QueueStatus], now: datetime) -> list[Finding]:
     return found
 
 
+def retention(now: datetime) -> list[Finding]:
+    """The records' daily partitions (PostgreSQL): tomorrow's exists and none past retention is
+    still attached, which both say that the hourly expire-records task runs."""
+    from records import partitions
+    from records import retention as policy
+
+    fix = "run: python manage.py expire_records (beat runs it hourly; is beat running?)"
+    if connection.vendor != "postgresql":
+        return [Finding("retention", True, f"records kept {policy.global_days()} days (SQLite)")]
+    days = partitions.existing_days()
+    today = partitions.day_of(now)
+    first_kept = today - timedelta(days=policy.longest_days())
+    found = []
+    if today + timedelta(days=1) not in days:
+        found.append(Finding("retention", False, "no records partition for tomorrow yet", fix))
+    stale = sorted(day for day in days if day < first_kept - timedelta(days=1))
+    if stale:
+        found.append(
+            Finding(
+                "retention",
+                False,
+                f"{len(stale)} records partitions past retention still attached "
+                f"(the oldest {stale[0]})",
+                fix + "; it keeps one whose records are not rolled up yet",
+            )
+        )
+    if not found:
+        found.append(
+            Finding(
+                "retention",
+                True,
+                f"records kept {policy.global_days()} days in daily partitions, "
+                f"{min(days, default=today)} to {max(days, default=today)}",
+            )
+        )
+    return found
+
+
 def _generated_secret_key() -> str | None:
     path = settings.VAR_DIR / "secret_key"
     try:
@@ -333,6 +372,8 @@ def examine(now: datetime | None = None) -> list[Finding]:
             else Finding("migrations", True, "all applied")
         )
         found += queues(queue_status(now), now)
+        if not pending:
+            found += retention(now)
     except DATABASE_UNAVAILABLE as exc:
         found.append(
             Finding(

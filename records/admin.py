@@ -19,7 +19,7 @@ class ApiKeyInline(admin.TabularInline):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ("name", "created_at")
+    list_display = ("name", "retention_days", "created_at")
     search_fields = ("name",)
     inlines = [ApiKeyInline]
 

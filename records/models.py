@@ -7,6 +7,7 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -31,6 +32,15 @@ class ProjectQuerySet(models.QuerySet):
 class Project(models.Model):
     name = models.SlugField(max_length=100, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Days of raw records kept; empty: DECISIONBOARD_RETENTION_DAYS (records.retention).
+    retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Days of raw records kept for this project; empty for the global setting "
+        "(DECISIONBOARD_RETENTION_DAYS). Rollups are kept longer "
+        "(DECISIONBOARD_ROLLUP_RETENTION_DAYS).",
+    )
 
     objects = ProjectQuerySet.as_manager()
 
@@ -154,9 +164,19 @@ class Record(models.Model):
 
     The facet columns are what filters, metrics and pages query; `data` is kept exactly as posted
     (unknown fields included) and `derived` holds the per-kind derived fields of DESIGN §3.
+
+    On PostgreSQL the table is partitioned by day of `ts` (records.partitions, migration 0009):
+    its real primary key is (id, ts), `id` is still unique (one sequence) and what Django
+    addresses a record by, and `record_key_unique` below exists on SQLite only: a partitioned
+    table cannot hold a unique index without the partition key, so RecordKey holds the
+    (project, record_key) uniqueness there.
     """
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="records")
+    # No index of its own: record_ts (project, ts) and the others lead with the project, and
+    # every index is paid for on each insert.
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="records", db_index=False
+    )
     record_key = models.CharField(
         max_length=200, help_text="The posted id, or sha256: of the canonical record without one."
     )
@@ -203,6 +223,26 @@ class Record(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.run_id} {self.ts:%Y-%m-%dT%H:%M:%S}"
+
+
+class RecordKey(models.Model):
+    """The posted ids (record keys) of the records stored, one row per record, on PostgreSQL.
+
+    The records table is partitioned by time, so no index on it can make (project, record_key)
+    unique across days: ingest inserts the key here first (ON CONFLICT DO NOTHING) and stores
+    only the records whose key was new, so a resend is a duplicate whatever its `ts`. A key
+    lives as long as its record: deleting a record deletes its key (a trigger), and expiring a
+    partition deletes the keys of its records (records.partitions). Empty on SQLite, whose
+    plain records table keeps `record_key_unique`.
+    """
+
+    pk = models.CompositePrimaryKey("project", "record_key")
+    # No index of its own: the primary key's (project_id, record_key) leads with it.
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    record_key = models.CharField(max_length=200)
+
+    def __str__(self) -> str:
+        return self.record_key
 
 
 class Watermark(models.Model):

@@ -1,8 +1,9 @@
 """Bulk insert of normalised records, idempotent on (project, record_key).
 
 This is the ingest hot path, so it skips the ORM (whose bulk_create is ~10x slower than COPY on
-PostgreSQL): PostgreSQL stages the batch with COPY and inserts with ON CONFLICT DO NOTHING in one
-statement that also upserts the runs; SQLite takes its write lock at BEGIN (transaction_mode
+PostgreSQL): PostgreSQL stages the batch with COPY, then one statement inserts the keys into
+RecordKey with ON CONFLICT DO NOTHING, the records whose key was new (into their day's partition,
+records.partitions) and the new runs; SQLite takes its write lock at BEGIN (transaction_mode
 IMMEDIATE), drops the keys already stored and inserts the rest with executemany. Both commit
 before returning, and both count a key repeated inside the batch as a duplicate. A run is
 created on first sight; the catch-up pass widens it and counts its records.
@@ -17,7 +18,8 @@ from datetime import datetime
 
 from django.db import connection, transaction
 
-from records.models import Record, Run
+from records import partitions, retention
+from records.models import Record, RecordKey, Run
 from records.normalise import NormalisedRecord
 
 # Ingest transactions hold this advisory lock shared; the catch-up worker takes it exclusively for
@@ -26,6 +28,7 @@ from records.normalise import NormalisedRecord
 INGEST_LOCK_KEY = 0x44420001
 RECORD_TABLE = Record._meta.db_table
 RUN_TABLE = Run._meta.db_table
+KEY_TABLE = RecordKey._meta.db_table
 # The columns a NormalisedRecord fills, in its field order.
 COLUMNS = (
     "record_key",
@@ -66,10 +69,17 @@ CREATE TEMP TABLE IF NOT EXISTS ingest_stage (
 ) ON COMMIT DELETE ROWS
 """
 _PG_INSERT = f"""
-WITH ins AS (
-    INSERT INTO {RECORD_TABLE} (project_id, received_at, {", ".join(COLUMNS)})
-    SELECT %(project)s, %(now)s, {", ".join(COLUMNS)} FROM ingest_stage ORDER BY record_key
+WITH new_keys AS (
+    -- The table is partitioned by ts, so the keys' uniqueness lives in RecordKey: a resend is a
+    -- duplicate whatever its ts. In key order, so that two batches sharing keys lock alike.
+    INSERT INTO {KEY_TABLE} (project_id, record_key)
+    SELECT %(project)s, record_key FROM ingest_stage ORDER BY record_key
     ON CONFLICT (project_id, record_key) DO NOTHING
+    RETURNING record_key
+), ins AS (
+    INSERT INTO {RECORD_TABLE} (project_id, received_at, {", ".join(COLUMNS)})
+    SELECT %(project)s, %(now)s, {", ".join(COLUMNS)}
+    FROM ingest_stage WHERE record_key IN (SELECT record_key FROM new_keys)
     RETURNING kind, run_id, ts, agent, session_id, parent_run_id
 ), runs AS (
     -- New runs only: widening a run's time range and counting its records is the catch-up
@@ -120,6 +130,10 @@ def store_records(
     if not unique:
         return StoreResult(0, len(records))
     rows = list(unique.values())
+    if connection.vendor == "postgresql":
+        # Before the transaction: creating a partition takes locks that ingest must not hold.
+        first, last = retention.partition_window(now)
+        partitions.cover((r.ts for r in rows), first, last)
     with transaction.atomic():
         if connection.vendor == "postgresql":
             by_kind = _insert_postgresql(project_id, rows, now)

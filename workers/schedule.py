@@ -45,6 +45,14 @@ BEAT_SCHEDULE = {
         "schedule": 900.0,
         "options": {"queue": Queue.DEFAULT, "expires": 900.0},
     },
+    # Expires records, rollups and runs past retention (records.retention), and on PostgreSQL
+    # creates the days' partitions ahead. Retention counts whole days, so hourly drops a day
+    # within the hour of midnight UTC; a run that misses a partition's lock retries next hour.
+    "expire-records": {
+        "task": "workers.tasks.expire_records_task",
+        "schedule": 3600.0,
+        "options": {"queue": Queue.DEFAULT, "expires": 3600.0},
+    },
     # Evaluates every alert rule from the rollups; rules count in whole minutes, so once a
     # minute is as often as a state can change. A tick that overruns is not stacked on.
     "evaluate-alerts": {

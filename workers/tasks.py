@@ -15,7 +15,7 @@ from alerts import delivery, engine
 from alerts.transports import TransportError
 from config.outage import DATABASE_UNAVAILABLE
 from ops.instruments import count_alert_tick
-from records import rollup
+from records import retention, rollup
 from workers import exports, heartbeat
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,11 @@ def export_task(job_id: int) -> None:
 @shared_task(ignore_result=True)
 def expire_exports_task() -> None:
     exports.expire_exports()
+
+
+@shared_task(ignore_result=True)
+def expire_records_task() -> None:
+    retention.expire()
 
 
 @shared_task(bind=True, ignore_result=True, max_retries=delivery.ATTEMPTS - 1)

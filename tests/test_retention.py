@@ -1,0 +1,400 @@
+"""Retention: records past it expire (whole partitions on PostgreSQL, batched deletes on SQLite),
+rollups outlive them, ids stay idempotent across partitions, and pages and exports say when a
+range starts before what is kept."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+
+from records import partitions, retention
+from records.models import Membership, Record, RecordKey, Rollup, Run
+from records.normalise import normalise
+from records.rollup import catch_up
+from records.store import store_records
+from tests.factories import record
+
+NOW = timezone.now()
+TODAY = partitions.day_of(NOW)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_partition_cache():
+    """Partitions a test creates are rolled back with it: ingest must not remember them."""
+    partitions.forget_cache()
+    yield
+    partitions.forget_cache()
+
+
+@pytest.fixture
+def retain(settings):
+    def set_days(records: int, rollups: int = 400) -> None:
+        settings.DECISIONBOARD = {
+            **settings.DECISIONBOARD,
+            "RETENTION_DAYS": records,
+            "ROLLUP_RETENTION_DAYS": rollups,
+        }
+
+    return set_days
+
+
+def at(days_ago: float, **envelope) -> dict:
+    ts = NOW - timedelta(days=days_ago)
+    return record(ts=ts.isoformat().replace("+00:00", "Z"), **envelope)
+
+
+def store(persona, *records: dict):
+    return store_records(persona.project.pk, [normalise(r, now=NOW) for r in records], NOW)
+
+
+def operator(persona) -> Client:
+    user = get_user_model().objects.create_user("operator")
+    Membership.objects.create(user=user, project=persona.project)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def keys_of(persona) -> set[str]:
+    return set(
+        RecordKey.objects.filter(project=persona.project).values_list("record_key", flat=True)
+    )
+
+
+def table_of(record_key: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tableoid::regclass::text FROM records_record WHERE record_key = %s",
+            [record_key],
+        )
+        return cursor.fetchone()[0]
+
+
+def table_exists(name: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
+        return cursor.fetchone()[0]
+
+
+# --- expiry -------------------------------------------------------------------------------------
+
+
+@pytest.mark.both_dbs
+def test_it_expires_records_past_retention_and_keeps_their_rollups_and_runs(alice, retain):
+    retain(3)
+    store(alice, at(5, id="old", run_id="run-old"), at(1, id="recent", run_id="run-new"))
+    catch_up()
+    old_day = (NOW - timedelta(days=5)).replace(hour=0, minute=0, second=0, microsecond=0)
+    rollups_before = Rollup.objects.filter(grain="day", bucket=old_day).count()
+    assert rollups_before > 0
+
+    retention.expire(NOW)
+
+    assert list(Record.objects.values_list("record_key", flat=True)) == ["recent"]
+    assert Rollup.objects.filter(grain="day", bucket=old_day).count() == rollups_before
+    assert Run.objects.filter(run_id="run-old").exists()
+
+
+def test_it_drops_the_partition_of_a_day_past_retention_with_its_keys(alice, retain, postgres):
+    retain(3)
+    store(alice, at(5, id="old"), at(1, id="recent"))
+    catch_up()
+    old = partitions.day_name(TODAY - timedelta(days=5))
+    assert table_of("old") == old
+
+    result = retention.expire(NOW)
+
+    assert old in result.partitions_dropped
+    assert not table_exists(old)
+    assert not partitions.expired_tables()
+    assert result.records_deleted == 0  # a DROP, not a DELETE
+    assert keys_of(alice) == {"recent"}
+    # The key went with its record: the id may be posted again.
+    assert store(alice, at(1, id="old")).accepted == 1
+
+
+@pytest.mark.both_dbs
+def test_it_expires_nothing_the_catch_up_has_not_rolled_up(alice, retain):
+    retain(3)
+    store(alice, at(5, id="old"))
+
+    retention.expire(NOW)
+    assert Record.objects.filter(record_key="old").exists()
+
+    catch_up()
+    retention.expire(NOW)
+    assert not Record.objects.filter(record_key="old").exists()
+    assert Rollup.objects.filter(grain="day").exists()
+
+
+@pytest.mark.both_dbs
+def test_a_project_with_a_shorter_retention_loses_only_its_own_older_records(alice, bob, retain):
+    retain(10)
+    bob.project.retention_days = 2
+    bob.project.save()
+    store(alice, at(5, id="alice-5"), at(1, id="alice-1"))
+    store(bob, at(5, id="bob-5"), at(1, id="bob-1"))
+    catch_up()
+
+    result = retention.expire(NOW)
+
+    kept = set(Record.objects.values_list("record_key", flat=True))
+    assert kept == {"alice-5", "alice-1", "bob-1"}
+    assert result.records_deleted == 1
+    if connection.vendor == "postgresql":
+        assert keys_of(bob) == {"bob-1"}  # the trigger deleted the key with its record
+        assert result.partitions_dropped == [
+            partitions.day_name(day)
+            for day in partitions.days_between(TODAY - timedelta(days=30), TODAY)
+            if day < TODAY - timedelta(days=10)
+        ]
+
+
+@pytest.mark.both_dbs
+def test_rollups_and_runs_expire_after_their_own_longer_retention(alice, retain):
+    retain(3, rollups=20)
+    store(alice, at(25, id="ancient", run_id="run-ancient"), at(5, id="old", run_id="run-old"))
+    catch_up()
+
+    result = retention.expire(NOW)
+
+    assert not Record.objects.exists()
+    buckets = set(Rollup.objects.filter(grain="day").values_list("bucket", flat=True))
+    assert [b.date() for b in buckets] == [(NOW - timedelta(days=5)).date()]
+    assert list(Run.objects.values_list("run_id", flat=True)) == ["run-old"]
+    assert result.runs_deleted == 1
+
+
+# --- idempotency across partitions --------------------------------------------------------------
+
+
+@pytest.mark.both_dbs
+def test_a_duplicate_id_across_a_partition_boundary_is_still_a_duplicate(alice, bob):
+    midnight = datetime(TODAY.year, TODAY.month, TODAY.day, tzinfo=UTC) - timedelta(days=1)
+    before = record(id="dup", ts=(midnight - timedelta(milliseconds=100)).isoformat())
+    after = {**before, "ts": (midnight + timedelta(milliseconds=100)).isoformat()}
+
+    assert store(alice, before).accepted == 1
+    # Re-sent with another ts, on the other side of midnight: another partition.
+    result = store(alice, after)
+    assert (result.accepted, result.duplicates) == (0, 1)
+    assert store(alice, before).duplicates == 1
+    assert Record.objects.get(record_key="dup").ts == midnight - timedelta(milliseconds=100)
+    # Ids are unique per project: another project's "dup" is its own record.
+    assert store(bob, after).accepted == 1
+    if connection.vendor == "postgresql":
+        assert table_of("dup") in {
+            partitions.day_name(TODAY - timedelta(days=2)),
+            partitions.day_name(TODAY - timedelta(days=1)),
+        }
+        assert RecordKey.objects.count() == 2
+
+
+def test_a_batch_repeating_a_key_with_two_timestamps_stores_it_once(alice, postgres):
+    first, again = at(1, id="twice"), at(4, id="twice")
+    result = store(alice, first, again)
+    assert (result.accepted, result.duplicates) == (1, 1)
+    assert Record.objects.count() == 1
+
+
+# --- partitions ---------------------------------------------------------------------------------
+
+
+def test_ingest_creates_the_partition_of_a_day_inside_retention_on_demand(alice, retain, postgres):
+    retain(60)
+    day = TODAY - timedelta(days=45)  # the migration created 30 days back
+    assert day not in partitions.existing_days()
+
+    assert store(alice, at(45, id="backfill")).accepted == 1
+
+    assert table_of("backfill") == partitions.day_name(day)
+
+
+def test_a_record_older_than_any_partition_goes_to_the_default_one_and_expires(
+    alice, retain, postgres
+):
+    retain(30)
+    ancient = record(id="ancient", ts="2001-02-03T04:05:06Z")
+
+    assert store(alice, ancient).accepted == 1
+    assert table_of("ancient") == partitions.DEFAULT
+    assert date_2001_has_no_partition()
+
+    catch_up()
+    result = retention.expire(NOW)
+    assert result.records_deleted == 1
+    assert not Record.objects.exists()
+    assert keys_of(alice) == set()
+
+
+def date_2001_has_no_partition() -> bool:
+    return not any(day.year == 2001 for day in partitions.existing_days())
+
+
+def test_expiry_moves_kept_days_out_of_the_default_partition_and_keeps_their_keys(
+    alice, retain, postgres
+):
+    retain(30)
+    store(alice, at(45, id="early"))  # outside the window: the default partition
+    assert table_of("early") == partitions.DEFAULT
+
+    retain(60)
+    retention.expire(NOW)
+
+    assert table_of("early") == partitions.day_name(TODAY - timedelta(days=45))
+    assert keys_of(alice) == {"early"}
+    assert store(alice, at(45, id="early")).duplicates == 1
+
+
+def test_expiry_creates_the_partitions_ahead(db, postgres):
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE {partitions.day_name(TODAY + timedelta(days=2))}")
+
+    retention.expire(NOW)
+
+    assert {TODAY + timedelta(days=n) for n in range(3)} <= partitions.existing_days()
+
+
+def test_the_catch_up_reads_an_unanalysed_partitioned_table_by_index(alice, postgres):
+    today = partitions.day_name(TODAY)
+    with connection.cursor() as cursor:
+        # A day's worth of records, bulk-loaded and never analysed (autovacuum may be off).
+        cursor.execute(
+            "INSERT INTO records_record (project_id, record_key, kind, run_id, ts, received_at, "
+            "is_swap, is_fallback, is_error, is_contract_break, rollup_key, has_violation, data, "
+            "derived) SELECT %s, 'k' || n, 'turn', 'run', %s, %s, false, false, false, false, "
+            "'', false, '{}', '{}' FROM generate_series(1, 50000) AS n",
+            [alice.project.pk, NOW - timedelta(seconds=1), NOW],
+        )
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [today])
+        assert cursor.fetchone()[0] <= 0  # no statistics
+        plans = {}
+        for name, sql in {
+            "fetch": "SELECT * FROM records_record WHERE id > 100 AND id <= 20100",
+            "high water": "SELECT max(id) FROM records_record",
+        }.items():
+            cursor.execute(f"EXPLAIN {sql}")
+            plans[name] = [line for (line,) in cursor.fetchall()]
+    for name, plan in plans.items():
+        scans = [line for line in plan if f" on {today} " in line]
+        # An index scan, or a bitmap heap scan over the primary key's index: never a Seq Scan.
+        assert scans and not any("Seq Scan" in line for line in scans), (name, plan)
+
+
+# --- what pages and exports say -----------------------------------------------------------------
+
+
+def _iso(when: datetime) -> str:
+    return when.isoformat().replace("+00:00", "Z")
+
+
+@pytest.mark.both_dbs
+def test_the_runs_page_says_when_the_range_starts_before_retention(alice, retain):
+    retain(7)
+    store(alice, at(1))
+    page = operator(alice)
+    kept = retention.kept_since(alice.project, NOW)
+
+    past = page.get("/runs/", {"period": "custom", "from": _iso(NOW - timedelta(days=9))})
+    within = page.get("/runs/", {"period": "custom", "from": _iso(NOW - timedelta(days=2))})
+
+    assert past.status_code == within.status_code == 200
+    notice = (
+        f"Records before {kept:%Y-%m-%d %H:%M} UTC are past this project&#x27;s retention (7 days)"
+    )
+    assert notice in past.content.decode()
+    assert "retention-notice" not in within.content.decode()
+
+
+@pytest.mark.both_dbs
+def test_a_run_whose_first_records_are_past_retention_says_so(alice, retain):
+    retain(3)
+    store(alice, at(5, run_id="long-run"), at(1, run_id="long-run"))
+    catch_up()
+    page = operator(alice).get("/runs/long-run/")
+    assert "past this project&#x27;s retention (3 days)" in page.content.decode()
+
+
+@pytest.mark.both_dbs
+def test_a_chart_page_says_when_the_range_starts_before_the_rollups_kept(alice, retain):
+    retain(3, rollups=10)
+    page = operator(alice)
+    start, end = _iso(NOW - timedelta(days=20)), _iso(NOW - timedelta(days=1))
+    response = page.get("/classifiers/", {"period": "custom", "from": start, "to": end})
+    assert "Rollups before" in response.content.decode()
+    assert "past retention (10 days)" in response.content.decode()
+
+
+@pytest.mark.both_dbs
+def test_an_export_says_in_a_header_when_its_range_is_past_retention(alice, retain):
+    retain(7)
+    store(alice, at(1, id="kept"))
+    client = alice.client(alice.read_key)
+    kept = retention.kept_since(alice.project, NOW)
+
+    past = client.get("/api/v1/export", {"format": "csv", "from": _iso(NOW - timedelta(days=9))})
+    within = client.get("/api/v1/export", {"format": "csv", "from": _iso(NOW - timedelta(days=2))})
+
+    assert past.status_code == within.status_code == 200
+    assert "(7 days)" in past[retention.PAST_RETENTION_HEADER]
+    assert retention.PAST_RETENTION_HEADER not in within
+    assert past[retention.RETAINED_SINCE_HEADER] == _iso(kept)
+    assert b"kept" in b"".join(past.streaming_content)
+
+
+@pytest.mark.both_dbs
+def test_an_export_job_says_when_its_range_is_past_retention(alice, retain):
+    retain(7)
+    client = alice.client(alice.read_key)
+    response = client.post(
+        "/api/v1/exports",
+        {"format": "csv", "from": _iso(NOW - timedelta(days=9))},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    assert "(7 days)" in response.json()["past_retention"]
+    listed = client.get("/api/v1/exports").json()["results"][0]
+    assert listed["past_retention"] == response.json()["past_retention"]
+
+
+# --- operating it -------------------------------------------------------------------------------
+
+
+def test_the_doctor_asks_for_the_expiry_when_tomorrows_partition_is_missing(db, postgres):
+    from ops.doctor import retention as findings
+
+    assert [f.ok for f in findings(NOW)] == [True]
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE {partitions.day_name(TODAY + timedelta(days=1))}")
+
+    (missing,) = findings(NOW)
+    assert not missing.ok
+    assert "manage.py expire_records" in missing.fix
+
+
+def test_the_doctor_names_partitions_past_retention_still_attached(db, retain, postgres):
+    from ops.doctor import retention as findings
+
+    retain(7)
+    (stale,) = findings(NOW)
+    assert not stale.ok
+    assert "past retention still attached" in stale.message
+
+
+def test_expire_records_drops_what_is_past_retention(alice, retain, postgres):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    retain(3)
+    store(alice, at(5, id="old"))
+    catch_up()
+    out = StringIO()
+    call_command("expire_records", stdout=out)
+    assert partitions.day_name(TODAY - timedelta(days=5)) in out.getvalue()
+    assert not Record.objects.exists()
