@@ -72,11 +72,10 @@ def load(projects: list, records: int, runs: int, seed: int) -> tuple[int, int, 
     from django.db import connection
     from django.utils import timezone
 
+    from records import partitions
     from records.demo import generate_records
     from records.normalise import normalise
     from records.store import COLUMNS, RECORD_TABLE, RUN_TABLE
-
-    from records import partitions
 
     now = timezone.now()
     end = now.replace(microsecond=0)

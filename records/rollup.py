@@ -86,7 +86,8 @@ _JSON_FIELDS = {
         f"CASE WHEN kind = '{VERDICT}' THEN json_extract(data, '$.toolCallId') END",
         "CASE WHEN has_violation THEN json_extract(derived, '$.violations') END",
         "iteration",
-        f"CASE WHEN kind = '{TURN}' THEN derived WHEN kind IN ('{PICK}', '{OUTCOME}') THEN data END",
+        f"CASE WHEN kind = '{TURN}' THEN derived "
+        f"WHEN kind IN ('{PICK}', '{OUTCOME}') THEN data END",
     ),
 }
 
