@@ -279,6 +279,8 @@ def fallbacks_page(request: HttpRequest) -> HttpResponse:
         if not counts["runs"] and not any(data["totals"].values())
         else None,
     }
+    if request.headers.get("HX-Request"):  # the period form swaps the charts alone
+        return render(request, "dashboard/partials/fallbacks_charts.html", context)
     return render(request, "dashboard/fallbacks.html", context)
 
 

@@ -136,6 +136,13 @@ def test_the_fallback_pages_escape_notice_text_and_hostile_names(world):
         assert "&lt;img src=x onerror=alert(&quot;notice&quot;)&gt;" in chain
 
 
+def test_the_period_form_gets_the_charts_alone(world):
+    client, _ = world
+    html = client.get("/fallbacks/", RANGE, HTTP_HX_REQUEST="true").content.decode()
+    assert "<html" not in html
+    assert '<div id="fallbacks-charts">' in html
+
+
 def test_the_fallback_pages_take_a_fixed_number_of_queries(world, django_assert_max_num_queries):
     client, _ = world
     with django_assert_max_num_queries(9):

@@ -95,6 +95,11 @@ def test_the_fallbacks_and_sessions_pages_draw_without_an_error(page: Page, site
     for chart in ("chart-fallback-funnel", "chart-fallbacks-over-time"):
         expect(page.locator(f"#{chart} svg.main-svg").first).to_be_attached()
     expect(page.locator('tr[data-cause="route_fallback"] td.num')).to_have_text("3")
+    page.select_option("select[name=period]", "24h")  # htmx swaps the charts in place
+    expect(page).to_have_url(re.compile(r"period=24h"))
+    expect(page.locator(".range")).to_contain_text("Last 24 hours")
+    expect(page.locator("#chart-fallback-funnel svg.main-svg").first).to_be_attached()
+    expect(page.locator("h1")).to_have_count(1)
     page.locator("a.chain").first.click()
     expect(page.locator("table.fallback-chain")).to_contain_text("<b>x</b>")  # as text
     page.click("nav.pages >> text=Sessions")
