@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -43,6 +43,7 @@ from records.models import Record, Run
 
 PAGE_SIZE = 50
 BATCH = 500  # runs walked per query
+FIRST_SLICE = timedelta(hours=1)  # the first slice of last_ts a page walks
 MAX_WALK = 20_000  # runs walked for one page at most; the page then ends early, with a link on
 TOKEN_RECORDS = 50_000  # records read to sum a page's tokens at most
 SESSION_RUNS = 500  # runs listed on a session's page
@@ -72,24 +73,35 @@ def _before(position: tuple[datetime, int]) -> Q:
 
 
 def page_of_sessions(
-    runs: QuerySet, cursor: str | None, size: int = PAGE_SIZE
+    runs: QuerySet,
+    cursor: str | None,
+    size: int = PAGE_SIZE,
+    *,
+    newest: datetime | None = None,
+    oldest: datetime | None = None,
 ) -> tuple[list[str], str | None]:
     """The session ids of one page, newest latest run first, and the next page's cursor.
 
-    `runs` are the runs the list considers (project, time range, agent): a session is on the
-    page of its newest such run.
+    `runs` are the runs the list considers (project, agent, and last_ts in [oldest, newest)):
+    a session is on the page of its newest such run.
+
+    The walk reads runs in slices of last_ts (an hour first, wider after a sparse one; over a
+    gap it jumps to the newest run below it), each a range of index run_recent: without table
+    statistics PostgreSQL plans "the project's runs newest first, LIMIT n" as a bitmap scan
+    and sort of every run of the project, which a slice bounds to the runs inside it.
     """
     runs = runs.filter(session_id__isnull=False)
-    start = decode_position(cursor) if cursor else None
     ordered = runs.order_by("-last_ts", "-id").values_list("session_id", "last_ts", "id")
+    start = decode_position(cursor) if cursor else None
+    floor = oldest or timerange.EARLIEST
+    upper = start or _newest_below(runs, newest)
+    width = FIRST_SLICE
     found: list[tuple[str, datetime, int]] = []
     seen: set[str] = set()
     walked = 0
-    position = start
-    while len(found) <= size and walked < MAX_WALK:
-        batch = list((ordered.filter(_after(position)) if position else ordered)[:BATCH])
-        if not batch:
-            break
+    while upper is not None and len(found) <= size and walked < MAX_WALK:
+        low = max(upper[0] - width, floor)
+        batch = list(ordered.filter(_after(upper), last_ts__gte=low)[:BATCH])
         walked += len(batch)
         fresh = []
         for session_id, ts, pk in batch:
@@ -98,25 +110,59 @@ def page_of_sessions(
                 fresh.append((session_id, ts, pk))
         if start is not None and fresh:
             # A session with a run before this page's start was on an earlier page.
-            earlier = set(
-                runs.filter(session_id__in=[s for s, _, _ in fresh])
-                .filter(_before(start))
-                .values_list("session_id", flat=True)
-                .distinct()
-            )
+            earlier = {
+                s for s, _ in _per_session(
+                    runs.filter(_before(start)), [f[0] for f in fresh], n=Count("id")
+                )
+            }  # fmt: skip
             fresh = [f for f in fresh if f[0] not in earlier]
         found += fresh
-        position = (batch[-1][1], batch[-1][2])
-        if len(batch) < BATCH:
-            position = None  # the walk reached the end
-            break
+        if len(batch) == BATCH:
+            upper = (batch[-1][1], batch[-1][2])
+        elif batch:  # the slice is read to its end: on to the next, wider as it was sparse
+            upper = (low, 0) if low > floor else None
+            width *= 2
+        else:  # nothing in it: jump to the newest run below it
+            upper = _newest_below(runs, low) if low > floor else None
     if len(found) > size:
         last = found[size - 1]
         return [s for s, _, _ in found[:size]], encode_cursor(last[1], last[2])
-    if position is not None and walked >= MAX_WALK:
+    if walked >= MAX_WALK and upper is not None:
         # Walked the most a page may: the next page goes on from where this walk stopped.
-        return [s for s, _, _ in found], encode_cursor(*position)
+        return [s for s, _, _ in found], encode_cursor(*upper)
     return [s for s, _, _ in found], None
+
+
+def _newest_below(runs: QuerySet, bound: datetime | None) -> tuple[datetime, int] | None:
+    """The position just above the newest run before `bound` (any, when None), or None.
+
+    A MAX over index run_recent: PostgreSQL reads it as one step down the index, statistics
+    or none."""
+    if bound is not None:
+        runs = runs.filter(last_ts__lt=bound)
+    newest = runs.aggregate(newest=Max("last_ts"))["newest"]
+    return None if newest is None else (newest + timedelta(microseconds=1), 0)
+
+
+def _per_session(runs: QuerySet, session_ids: list[str], /, **aggregates) -> list[tuple]:
+    """(session_id, *aggregates) of `runs` per session, as one UNION ALL of one grouped
+    query per session: each branch is an equality on (project, session_id), which PostgreSQL
+    plans on index run_session with or without statistics (an IN list of fifty it may plan as
+    a scan of every run of the project when it has none)."""
+    return _union(
+        [
+            runs.filter(session_id=s).values_list("session_id").annotate(**aggregates).order_by()
+            for s in session_ids
+        ]
+    )
+
+
+def _union(branches: list[QuerySet]) -> list[tuple]:
+    if not branches:
+        return []
+    if len(branches) == 1:
+        return list(branches[0])
+    return list(branches[0].union(*branches[1:], all=True))
 
 
 def _kind_sum(kind: str):
@@ -131,25 +177,20 @@ _KINDS = sorted({k for _, ks in COUNT_COLUMNS for k in ks})
 
 def session_counters(project_id: int, session_ids: list[str]) -> dict[str, dict[str, Any]]:
     """Per session: runs, records, first and last record, agents, runs with each flag and
-    the kinds of the run list's count columns, over all its runs. One grouped query."""
-    if not session_ids:
-        return {}
-    rows = (
-        Run.objects.filter(project_id=project_id, session_id__in=session_ids)
-        .values("session_id")
-        .annotate(
-            runs=Count("id"),
-            records=Sum("record_count"),
-            first=Min("first_ts"),
-            last=Max("last_ts"),
-            agents=Count("agent", distinct=True),
-            **{f"flag_{f}": Count("id", filter=Q(**{f"has_{f}": True})) for f in FLAGS},
-            **{f"kind_{i}": _kind_sum(k) for i, k in enumerate(_KINDS)},
-        )
-        .order_by()
-    )
+    the kinds of the run list's count columns, over all its runs. One query (_per_session)."""
+    aggregates = {
+        "runs": Count("id"),
+        "records": Sum("record_count"),
+        "first": Min("first_ts"),
+        "last": Max("last_ts"),
+        "agents": Count("agent", distinct=True),
+        **{f"flag_{f}": Count("id", filter=Q(**{f"has_{f}": True})) for f in FLAGS},
+        **{f"kind_{i}": _kind_sum(k) for i, k in enumerate(_KINDS)},
+    }
+    runs = Run.objects.filter(project_id=project_id)
     out = {}
-    for row in rows:
+    for values in _per_session(runs, session_ids, **aggregates):
+        row = dict(zip(("session_id", *aggregates), values, strict=True))
         kinds = {k: row[f"kind_{i}"] for i, k in enumerate(_KINDS)}
         row["counts"] = [sum(kinds[k] for k in ks) for _, ks in COUNT_COLUMNS]
         row["flags"] = {f: row[f"flag_{f}"] for f in FLAGS}
@@ -176,11 +217,11 @@ def run_tokens(project_id: int, runs: list[tuple[str, int]]) -> dict[str, tuple[
 
 
 def session_tokens(project_id: int, session_ids: list[str]) -> dict[str, tuple[int, int]] | None:
-    runs = list(
-        Run.objects.filter(project_id=project_id, session_id__in=session_ids).values_list(
-            "session_id", "run_id", "record_count"
-        )
-    ) if session_ids else []  # fmt: skip
+    runs = _union([
+        Run.objects.filter(project_id=project_id, session_id=s)
+        .values_list("session_id", "run_id", "record_count").order_by()
+        for s in session_ids
+    ])  # fmt: skip
     per_run = run_tokens(project_id, [(r, n) for _, r, n in runs])
     if per_run is None:
         return None
@@ -223,35 +264,34 @@ def session_row(session_id: str, c: dict, tokens: tuple[int, int] | None) -> Ses
     )
 
 
-def _considered(request: HttpRequest, project_id: int) -> tuple[QuerySet, Any]:
-    """The runs the list considers (the time range and agent of the URL), and a bad
-    parameter's error."""
+def _considered(request: HttpRequest, project_id: int) -> tuple[QuerySet, Any, dict, Any]:
+    """The runs the list considers (the time range and agent of the URL), the range's
+    bounds ({"newest", "oldest"}, either None when open) and a bad parameter's error."""
     runs = Run.objects.filter(project_id=project_id)
-    error = None
     chosen = list_range(request)
     try:
         start, end = timerange.parse_range(request.GET, lists=True).bounds(timezone.now())
         agents = parse_filters({"agent": request.GET.get("agent", "")}).agents
     except FilterError as exc:
-        return runs, chosen, exc
+        return runs, chosen, {}, exc
     if start:
         runs = runs.filter(last_ts__gte=start)
     if end:
         runs = runs.filter(last_ts__lt=end)
     if agents:
         runs = runs.filter(agent__in=agents)
-    return runs, chosen, error
+    return runs, chosen, {"newest": end, "oldest": start}, None
 
 
 @login_required
 def sessions_list(request: HttpRequest) -> HttpResponse:
     project = get_project_for_user(request)
-    runs, chosen, error = _considered(request, project.pk)
+    runs, chosen, bounds, error = _considered(request, project.pk)
     ids: list[str] = []
     next_cursor = None
     if error is None:
         try:
-            ids, next_cursor = page_of_sessions(runs, request.GET.get("after"))
+            ids, next_cursor = page_of_sessions(runs, request.GET.get("after"), **bounds)
         except CursorError as exc:
             error = exc
     counters = session_counters(project.pk, ids)
