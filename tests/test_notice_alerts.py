@@ -227,3 +227,35 @@ def test_a_violation_rate_rule_fires_at_the_oracles_rate(alice, match):
     event = AlertEvent.objects.get(rule=rule)
     assert event.to_state == "firing" and event.value == pytest.approx(want)
     assert 0.05 < want < 0.4
+
+
+# --- through the API and the metrics endpoint ---------------------------------------------------
+@pytest.mark.both_dbs
+def test_the_api_takes_a_detail_rule_and_names_a_detail_without_its_code(alice):
+    from tests.test_alert_api import all_key
+
+    client = all_key(alice)
+    rule = {"name": "timeouts", "metric": "notices", "comparator": "gt", "threshold": 3,
+            "window_minutes": 10, "match": {"code": "route.fallback_to_primary",
+                                            "detail.cause": "timeout"}}  # fmt: skip
+    created = client.post("/api/v1/alert-rules", rule, format="json")
+    assert created.status_code == 201, created.content
+    assert Rule.objects.get(pk=created.json()["id"]).match["detail.cause"] == "timeout"
+    bad = client.post(
+        "/api/v1/alert-rules", {**rule, "match": {"detail.cause": "timeout"}}, format="json"
+    )
+    assert bad.status_code == 400 and "match" in bad.json()
+
+
+@pytest.mark.both_dbs
+def test_the_metrics_api_counts_notices_by_code_as_the_oracle_does(world):
+    alice, records = world
+    params = {"from": iso(T), "to": iso(T + timedelta(hours=4)), "interval": "hour"}
+    response = alice.client(alice.read_key).get("/api/v1/metrics/notices", params)
+    assert response.status_code == 200, response.content
+    got: dict[str, int] = {}
+    for total in response.json()["totals"]:
+        got[total["group"]["code"]] = got.get(total["group"]["code"], 0) + total["value"]
+    codes = {r["data"]["code"] for r in records if r["kind"] == "notice"}
+    end = T + timedelta(hours=4)
+    assert got == {c: sum(do.notice_count(records, T, end, c, {}).values()) for c in codes}
