@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 from django.contrib.auth.decorators import login_required
+from django.db import connection
 from django.db.models import BigIntegerField, Count, Max, Min, Q, QuerySet, Sum
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
@@ -108,15 +109,18 @@ def page_of_sessions(
             if session_id not in seen:
                 seen.add(session_id)
                 fresh.append((session_id, ts, pk))
-        if start is not None and fresh:
-            # A session with a run before this page's start was on an earlier page.
-            earlier = {
-                s for s, _ in _per_session(
-                    runs.filter(_before(start)), [f[0] for f in fresh], n=Count("id")
-                )
-            }  # fmt: skip
-            fresh = [f for f in fresh if f[0] not in earlier]
-        found += fresh
+        while fresh and len(found) <= size:
+            # As many as the page still wants: a session with a run before this page's start
+            # was on an earlier page (one probe per session; most sessions are new).
+            chunk, fresh = fresh[: size + 1 - len(found)], fresh[size + 1 - len(found) :]
+            if start is not None:
+                earlier = {
+                    s for s, _ in _per_session(
+                        runs.filter(_before(start)), [f[0] for f in chunk], n=Count("id")
+                    )
+                }  # fmt: skip
+                chunk = [f for f in chunk if f[0] not in earlier]
+            found += chunk
         if len(batch) == BATCH:
             upper = (batch[-1][1], batch[-1][2])
         elif batch:  # the slice is read to its end: on to the next, wider as it was sparse
@@ -149,20 +153,32 @@ def _per_session(runs: QuerySet, session_ids: list[str], /, **aggregates) -> lis
     query per session: each branch is an equality on (project, session_id), which PostgreSQL
     plans on index run_session with or without statistics (an IN list of fifty it may plan as
     a scan of every run of the project when it has none)."""
-    return _union(
-        [
-            runs.filter(session_id=s).values_list("session_id").annotate(**aggregates).order_by()
-            for s in session_ids
-        ]
-    )
+    branch = runs.filter(session_id=_MARK).values_list("session_id").annotate(**aggregates)
+    return _each_session(branch.order_by(), session_ids)
 
 
-def _union(branches: list[QuerySet]) -> list[tuple]:
-    if not branches:
+_MARK = "\x1fsession\x1f"  # where a branch's session id goes (never sent to the database)
+
+
+def _each_session(branch: QuerySet, session_ids: list[str]) -> list[tuple]:
+    """The rows of `branch` (filtered on session_id=_MARK) for each session id, as one
+    UNION ALL. The branch is compiled once and its SQL repeated: the ORM's own union compiles
+    every branch, ~2 ms each for the counters' fifty, most of a page."""
+    if not session_ids:
         return []
-    if len(branches) == 1:
-        return list(branches[0])
-    return list(branches[0].union(*branches[1:], all=True))
+    compiler = branch.query.get_compiler(using=branch.db)
+    sql, params = compiler.as_sql()
+    (at,) = [i for i, value in enumerate(params) if value == _MARK]
+    one = f"({sql})" if connection.features.supports_parentheses_in_compound else sql
+    values: list = []
+    for session_id in session_ids:
+        values += [*params[:at], session_id, *params[at + 1 :]]
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join([one] * len(session_ids)), values)
+        rows = cursor.fetchall()
+    # What the ORM does to each row (datetimes from SQLite's text, for one).
+    converters = compiler.get_converters([expression for expression, _, _ in compiler.select])
+    return list(compiler.apply_converters(rows, converters)) if converters else rows
 
 
 def _kind_sum(kind: str):
@@ -217,11 +233,10 @@ def run_tokens(project_id: int, runs: list[tuple[str, int]]) -> dict[str, tuple[
 
 
 def session_tokens(project_id: int, session_ids: list[str]) -> dict[str, tuple[int, int]] | None:
-    runs = _union([
-        Run.objects.filter(project_id=project_id, session_id=s)
-        .values_list("session_id", "run_id", "record_count").order_by()
-        for s in session_ids
-    ])  # fmt: skip
+    branch = Run.objects.filter(project_id=project_id, session_id=_MARK).values_list(
+        "session_id", "run_id", "record_count"
+    )
+    runs = _each_session(branch.order_by(), session_ids)
     per_run = run_tokens(project_id, [(r, n) for _, r, n in runs])
     if per_run is None:
         return None
