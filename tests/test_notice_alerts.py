@@ -227,6 +227,10 @@ def test_a_violation_rate_rule_fires_at_the_oracles_rate(alice, match):
     event = AlertEvent.objects.get(rule=rule)
     assert event.to_state == "firing" and event.value == pytest.approx(want)
     assert 0.05 < want < 0.4
+    # The preview replays the same minutes: it would have fired, at the same value then.
+    preview = preview_rule(rule, now=now, hours=1)
+    (line,) = preview.lines
+    assert line.y[-1] == pytest.approx(want) and preview.fired
 
 
 # --- through the API and the metrics endpoint ---------------------------------------------------
