@@ -1,6 +1,8 @@
 // The runs list's "compare two runs": at most two ticks (a third unticks the oldest), and the
 // button says how many are ticked. Delegated from the document, so rows htmx swaps in work too.
 // Without this script the form still submits and the compare page names a wrong selection.
+// Loaded async: it must not hold back the page's deferred scripts (charts.js submits the
+// project switcher), so it may run before or after the document is parsed.
 (function () {
   "use strict";
   var order = [];
@@ -37,6 +39,10 @@
     }
     refresh();
   });
-  document.addEventListener("DOMContentLoaded", refresh);
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", refresh);
+  } else {
+    refresh();
+  }
   document.addEventListener("htmx:afterSwap", refresh);
 })();
