@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from alerts import notices
 from alerts.evaluate import OK, GroupState, Result, Sample, evaluate
 from alerts.models import AlertEvent, AlertState, Channel, Notification, Rule
 from alerts.windows import (
@@ -195,7 +196,11 @@ def _read(
     indexes: dict[tuple[Grain, datetime], RowIndex] = {}
     for grain in (Grain.MINUTE, Grain.HOUR):
         windowed = [
-            r for r in rules if r.metric != STREAK and window_grain(r.window_minutes) == grain
+            r
+            for r in rules
+            if r.metric != STREAK
+            and window_grain(r.window_minutes) == grain
+            and not notices.is_scoped(r.query())
         ]
         if not windowed:
             continue
@@ -226,10 +231,13 @@ def rule_samples(
     key = (query, window)
     if cache is not None and key in cache:
         return cache[key]
-    samples = {
-        group: Sample(*acc.result())
-        for group, acc in fold(query, indexes[window].rows_for(query)).items()
-    }
+    if notices.is_scoped(query):
+        # A detail the rollups do not split by: this rule's own count (alerts.notices).
+        rows = notices.window_rows(rule.project_id, query, rule.window_minutes, now)
+        folded = fold(notices.unscoped(query), rows)
+    else:
+        folded = fold(query, indexes[window].rows_for(query))
+    samples = {group: Sample(*acc.result()) for group, acc in folded.items()}
     if cache is not None:
         cache[key] = samples
     return samples

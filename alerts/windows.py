@@ -16,6 +16,7 @@ current one), so that a day-long window reads 24 rows a group instead of 1,440.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -68,7 +69,12 @@ MATCH_KEYS: dict[str, tuple[str, ...]] = {
     "model_call_tokens": ("provider",),
     "violation_rate": ("code",),
     "violations": ("kind", "code"),
+    "notices": ("code",),
 }
+# A notices rule may also match the notice's `detail` fields, as {"detail.<field>": "value"}
+# beside its {"code": ...} (alerts.notices counts them).
+DETAIL = "detail."
+DETAIL_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}")
 
 
 def metric_kinds(metric: str) -> tuple[str, ...]:
@@ -130,14 +136,27 @@ def query_errors(query: Query) -> dict[str, list[str]]:
     if query.agent and query.metric == STREAK:
         errors["agent"] = ["streaks are kept per model, not per agent"]
     allowed = MATCH_KEYS.get(query.metric, ())
-    bad = [k for k, _ in query.match if k not in allowed]
+    bad = [k for k, _ in query.match if k not in allowed and not _is_detail(query.metric, k)]
     if bad:
         errors["match"] = [
             f"{query.metric} can match on: {', '.join(allowed)}"
+            + (' and "detail.<field>"' if query.metric == "notices" else "")
             if allowed
             else f"{query.metric} has no dimension to match on"
         ]
+    elif any(_is_detail(query.metric, k) for k, _ in query.match) and "code" not in dict(
+        query.match
+    ):
+        errors["match"] = ['matching a notice\'s detail needs its "code" too']
     return errors
+
+
+def _is_detail(metric: str, key: str) -> bool:
+    return (
+        metric == "notices"
+        and key.startswith(DETAIL)
+        and DETAIL_FIELD.fullmatch(key[len(DETAIL) :]) is not None
+    )
 
 
 def window_grain(minutes: int) -> Grain:

@@ -83,7 +83,9 @@ class RuleForm(forms.ModelForm):
     match = forms.JSONField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text='Pin a dimension of the metric, e.g. {"verdict": "block"}.',
+        help_text='Pin a dimension of the metric, e.g. {"verdict": "block"}; for notices, '
+        'the code and any detail field: {"code": "route.fallback_to_primary", '
+        '"detail.cause": "timeout"}.',
     )
 
     class Meta:

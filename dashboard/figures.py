@@ -711,3 +711,34 @@ def alert_preview(preview: Preview, percent: bool) -> Figure:
         ],  # fmt: skip
     }
     return figure
+
+
+# --- fallbacks (dashboard.fallbacks) --------------------------------------------------------------
+def counts_over_time(series: Sequence[tuple[str, Sequence[tuple[datetime, int]]]], *,
+                     ytitle: str = "") -> Figure:  # fmt: skip
+    """Stacked bars of counts per bucket, one trace per (name, [(bucket, count)])."""
+    traces = [
+        _trace(
+            "Bar",
+            {"x": [when(t) for t, _ in points], "y": [n for _, n in points], "name": plain(name)},
+            marker={"color": _colour(i)},
+            hovertemplate="%{y:,}",
+        )
+        for i, (name, points) in enumerate(series)
+    ]
+    return _figure(traces, ytitle=ytitle, barmode="stack")
+
+
+def fallback_funnel(runs: int, moved: int, causes: Sequence[tuple[str, int]]) -> Figure:
+    """Runs of the range → runs that ended on another model → the events of each cause."""
+    stages = [("runs in range", runs), ("runs on another model", moved)]
+    labels = [plain(label) for label, _ in stages] + [plain(label) for label, _ in causes]
+    values = [n for _, n in stages] + [n for _, n in causes]
+    colours = [OFFERED, SERVED] + [_colour(i) for i in range(len(causes))]
+    trace = _trace(
+        "Funnel",
+        {"y": labels, "x": values, "marker": {"color": colours}},
+        textinfo="value",
+        hovertemplate="%{y}: %{x:,}<extra></extra>",
+    )
+    return _figure([trace], time_axis=False, legend=False, left=260, height=300)

@@ -5,7 +5,9 @@ from django.urls import path
 from dashboard import (
     alerts,
     classifiers,
+    compare,
     exports,
+    fallbacks,
     keys,
     models_page,
     overview,
@@ -13,6 +15,7 @@ from dashboard import (
     projects,
     run_detail,
     runs,
+    sessions,
     staticfiles,
     streaks,
     tools,
@@ -22,10 +25,16 @@ urlpatterns = [
     path("favicon.ico", staticfiles.favicon, name="dash-favicon"),
     path("", overview.overview, name="dash-overview"),
     path("runs/", runs.runs_list, name="dash-runs"),
+    # Before the run pattern, which would read it as the run "compare".
+    path("runs/compare/", compare.compare_runs, name="dash-runs-compare"),
     # A run id is any string up to 200 characters, slashes included: the pick pattern first.
     path("runs/<path:run_id>/picks/<int:iteration>/", pick.pick_detail, name="dash-pick"),
     path("runs/<path:run_id>/", run_detail.run_detail, name="dash-run-detail"),
     path("models/", models_page.models_page, name="dash-models"),
+    path("fallbacks/", fallbacks.fallbacks_page, name="dash-fallbacks"),
+    path("fallbacks/runs/<path:run_id>/", fallbacks.fallback_run, name="dash-fallback-run"),
+    path("sessions/", sessions.sessions_list, name="dash-sessions"),
+    path("sessions/<path:session_id>/", sessions.session_detail, name="dash-session"),
     path("classifiers/", classifiers.classifiers_page, name="dash-classifiers"),
     path("streaks/", streaks.streaks_page, name="dash-streaks"),
     # Tools (dashboard.tools): a tool name is any string up to 200 characters, slashes too.

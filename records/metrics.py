@@ -18,6 +18,7 @@ from records.derive import VIOLATION_CODES
 from records.keys import (
     CLASSIFICATION,
     MODEL_CALL,
+    NOTICE,
     OUTCOME,
     PICK_ERROR,
     PICKS,
@@ -260,6 +261,14 @@ def _violations(r: Row) -> list:
     return [({"kind": k["kind"], "code": k["code"], "model": r.model}, (r.count, r.count))]
 
 
+# Notices (DESIGN §3) by code, and by the detail fields their rollup key splits by
+# (keys.NOTICE_SPLITS), as "detail.<field>"; alerts.notices counts other detail fields.
+def _notices(r: Row) -> list:
+    k = _key(r)
+    group = {"code": k.pop("code"), "model": r.model, **{f"detail.{n}": v for n, v in k.items()}}
+    return [(group, (r.count, r.count))]
+
+
 _CALL = (MODEL_CALL,)
 
 
@@ -398,6 +407,13 @@ METRICS: dict[str, Metric] = {
             Total,
             _violations,
             doc="Contract violations by record kind, code and model.",
+        ),
+        Metric(
+            "notices",
+            (NOTICE,),
+            Total,
+            _notices,
+            doc="Notices by code and model (and the detail fields their key splits by).",
         ),
         Metric(
             "records",

@@ -153,6 +153,12 @@ class Run(models.Model):
             models.Index(fields=["project", "parent_run_id"], name="run_parent"),
             # The read API's keyset: newest run first by id, which new records never change.
             models.Index(fields=["project", "-id"], name="run_keyset"),
+            # A session's runs, newest first (dashboard.sessions).
+            models.Index(
+                fields=["project", "session_id", "-last_ts", "-id"],
+                condition=models.Q(session_id__isnull=False),
+                name="run_session",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -219,6 +225,14 @@ class Record(models.Model):
             models.Index(fields=["project", "ts"], name="record_ts"),
             models.Index(fields=["project", "run_id", "ts"], name="record_run_ts"),
             models.Index(fields=["project", "kind", "ts"], name="record_kind_ts"),
+            # The notices of one code in a window (rollup_key starts with the code): alert
+            # rules on a notice's detail count these (alerts.notices). Notices only, so the
+            # other kinds' ingest pays nothing for it.
+            models.Index(
+                fields=["project", "rollup_key", "ts"],
+                condition=models.Q(kind="notice"),
+                name="record_notice_code",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -125,6 +125,27 @@ def build(n: int = 1200, seed: int = 3) -> list[dict]:
                     **env,
                 )
             )
+    # Notices of a few codes (a separate stream of random numbers: the mix above is unchanged);
+    # none of the once-per-run codes, whose repeats the catch-up flags (tests of their own).
+    notices = random.Random(seed + 1)
+    for i in range(n // 20):
+        code = notices.choice(["route.fallback_to_primary", "classifier.unavailable", "x.y"])
+        detail = {
+            "seat": "c",
+            "from": notices.choice(CLASSIFIERS),
+            "to": "gpt-5",
+            "cause": "timeout",
+        }
+        if code == "classifier.unavailable":
+            detail = {"toolName": "send_email", "toolCallId": f"n-{i}", "disposition": "asked",
+                      "cause": notices.choice(["timeout", "error"])}  # fmt: skip
+        env = {
+            "id": f"mix-{seed}-notice-{i}",
+            "ts": _ts(notices),
+            "agent": notices.choice(AGENTS),
+            "run_id": f"run-{notices.randrange(12)}",
+        }
+        out.append(record("notice", data={"code": code, "message": "m", "detail": detail}, **env))
     return out
 
 
