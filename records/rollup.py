@@ -216,7 +216,12 @@ class _Batch:
         if violations:
             if isinstance(violations, str):  # SQLite hands JSON over as text
                 violations = orjson.loads(violations)
-            self.add_violations(project, minute, kind, agent, model, violations)
+            if kind == NOTICE:
+                # A pass decides repeated notices itself (_flag_repeated_notices): a replay of
+                # a notice it flagged before (a rebuild) must not count that code twice.
+                violations = [code for code in violations if code != NOTICE_REPEATED]
+            if violations:
+                self.add_violations(project, minute, kind, agent, model, violations)
         if kind in tools.KINDS:
             tools.add(self, project, kind, agent, model, ts, run_id, record_key, iteration,
                       latency, flags[_ERROR], body)  # fmt: skip

@@ -83,3 +83,23 @@ def test_a_rule_fires_on_violations(broken):
     evaluate_all()
     state = AlertState.objects.get(rule_id=response.json()["id"])
     assert state.state == "firing" and state.value == pytest.approx(0.5)
+
+
+def test_a_replay_counts_a_repeated_notice_once(broken):
+    """The catch-up flags a repeated once-per-run notice in the record itself; folding the
+    records in again (a rebuild of the rollups over records already flagged) counts it once."""
+    from records.models import Rollup
+    from tests.test_rollups import _forget_rollups
+
+    def violation_rows():
+        return sorted(
+            Rollup.objects.filter(project=broken.project, kind="derived.violation").values_list(
+                "grain", "bucket", "agent", "model", "key", "count"
+            )
+        )
+
+    once = violation_rows()
+    assert once  # the pick's and the repeated notice's
+    _forget_rollups(broken.project)
+    rollup.catch_up()
+    assert violation_rows() == once
