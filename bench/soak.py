@@ -114,20 +114,45 @@ def _metrics_path(metric: str, interval: str, **extra: str) -> str:
 
 def poll_totals(port: int, key: str, until: float, out) -> None:
     """(time, records counted by the rollups) every 250 ms until `until`."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    client = _Client(port)
     headers = {"Authorization": f"Bearer {key}"}
     samples = []
     while time.monotonic() < until:
-        conn.request("GET", _metrics_path("records", "day"), headers=headers)
-        body = json.loads(conn.getresponse().read())
-        samples.append((time.monotonic(), sum(t["value"] for t in body["totals"])))
+        _, body = client.get(_metrics_path("records", "day"), headers)
+        samples.append((time.monotonic(), sum(t["value"] for t in json.loads(body)["totals"])))
         time.sleep(0.25)
     out.send(samples)
 
 
+class _Client:
+    """One keep-alive connection, as a browser or an HTTP library keeps one: a request that
+    finds it closed by the server (a gunicorn worker replaced after max_requests closes its idle
+    connections) is sent again on a new one, once, and counted. The time measured includes the
+    failed attempt."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.reconnects = 0
+
+    def get(self, path: str, headers: dict) -> tuple[int, bytes]:
+        for attempt in (1, 2):
+            try:
+                self.conn.request("GET", path, headers=headers)
+                response = self.conn.getresponse()
+                return response.status, response.read()
+            except (ConnectionError, http.client.RemoteDisconnected):
+                if attempt == 2:
+                    raise
+                self.reconnects += 1
+                self.conn.close()
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        raise AssertionError("unreachable")
+
+
 def read_pages(port: int, session: str, key: str, run_id: str, until: float, out) -> None:
     """An operator and a dashboard client reading in turn: {name: [seconds]} until `until`."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    client = _Client(port)
     page = {"Cookie": f"sessionid={session}"}
     api = {"Authorization": f"Bearer {key}"}
     calls = [
@@ -142,12 +167,11 @@ def read_pages(port: int, session: str, key: str, run_id: str, until: float, out
         for name, path, headers in calls:
             path = path or _metrics_path("classifier_latency_p95", "minute", group_by="model")
             start = time.perf_counter()
-            conn.request("GET", path, headers=headers)
-            response = conn.getresponse()
-            response.read()
-            if response.status != 200:
-                raise RuntimeError(f"{name}: HTTP {response.status}")
+            status, _ = client.get(path, headers)
+            if status != 200:
+                raise RuntimeError(f"{name}: HTTP {status}")
             times[name].append(time.perf_counter() - start)
+    times["(reconnects)"] = [client.reconnects]
     out.send(times)
 
 
@@ -223,6 +247,10 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
             reader = fork.Process(target=read_pages, args=reading, daemon=True)
             poller.start()
             reader.start()
+            # The children hold the sending ends: a child that dies closes its pipe, and the
+            # recv below raises instead of waiting for ever.
+            poll_out.close()
+            read_out.close()
             shares = [(port, ingest_key, args.rate / args.clients, until, c, 100, 10**9)
                       for c in range(args.clients)]  # fmt: skip
             try:
@@ -338,6 +366,8 @@ def main() -> None:
         f"  at this rate the rollups {'keep up' if kept else 'do NOT keep up'}; "
         f"sustained ratio {ratio:.2f} (goal >= 0.5 at the highest rate that keeps up)"
     )
+    reconnects = result["reads"].pop("(reconnects)", [0])[0]
+    print(f"the reader's connection was closed by the server {reconnects} time(s) (sent again)")
     for name, samples in result["reads"].items():
         p95 = _p(samples, 0.95) * 1000
         print(f"{name:12} {len(samples):5} calls  p50 {_p(samples, 0.5) * 1000:7.1f} ms  "
