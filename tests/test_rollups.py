@@ -439,12 +439,13 @@ def test_the_catch_up_keeps_its_tables_analysed_as_they_grow(postgres, alice):
 def test_a_pass_read_in_chunks_equals_small_passes(alice, monkeypatch):
     """A pass streams its records in chunks (records.rollup._fetch): one large pass over many
     chunks gives what many small passes give."""
-    ingest(alice, rollup_data.build(700, seed=11))
-    rollup.catch_up(batch_size=50)
+    records = rollup_data.build(700, seed=11)
+    ingest(alice, records)
+    assert rollup.catch_up(batch_size=50) == len(records)
     small = _snapshot(alice.project)
     _forget_rollups(alice.project)
-    monkeypatch.setattr(rollup, "_CHUNK", 64)  # 700 records: eleven chunks in one pass
-    assert rollup.catch_up(batch_size=10_000) == 700
+    monkeypatch.setattr(rollup, "_CHUNK", 64)  # 700 and more records: a dozen chunks, one pass
+    assert rollup.catch_up(batch_size=10_000) == len(records)
     assert _snapshot(alice.project) == small
 
 
