@@ -543,35 +543,40 @@ _CLASSIFICATION_STATE = ("first_ts", "first_key", "seat_model", "agent", "fell_b
 _CLASSIFICATION = Classification._meta.db_table
 
 
-def _stored_classifications(keys: list[tuple]) -> dict[tuple, tuple]:
-    """{(project, run_id, toolCallId): its _CLASSIFICATION_STATE} of the stored ones, in one
-    query (on PostgreSQL, the keys joined as arrays: an IN list of runs and one of calls read
-    every pairing of the two)."""
-    out: dict[tuple, tuple] = {}
-    columns = ", ".join(f"c.{name}" for name in ("project_id", "run_id", "tool_call_id",
-                                                  *_CLASSIFICATION_STATE))  # fmt: skip
+def rows_by_keys(table: str, key_columns: tuple, key_types: tuple, columns: tuple,
+                 keys: list[tuple]) -> list[tuple]:  # fmt: skip
+    """The rows of `table` whose `key_columns` are one of `keys`, as tuples of `columns`: one
+    query on PostgreSQL, the keys joined as arrays of `key_types` (an IN list per column would
+    read every pairing of them), and chunks of OR-ed keys on SQLite."""
+    select = ", ".join(f"t.{name}" for name in columns)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            projects, runs, calls = (list(column) for column in zip(*keys, strict=True))
+            arrays = ", ".join(f"%s::{kind}[]" for kind in key_types)
+            names = ", ".join(f"k{i}" for i in range(len(key_columns)))
+            on = " AND ".join(f"t.{name} = k.k{i}" for i, name in enumerate(key_columns))
             cursor.execute(
-                f"SELECT {columns} FROM {_CLASSIFICATION} c JOIN unnest(%s::bigint[], "
-                "%s::text[], %s::text[]) AS k(project_id, run_id, call_id) ON "
-                "c.project_id = k.project_id AND c.run_id = k.run_id "
-                "AND c.tool_call_id = k.call_id",
-                [projects, runs, calls],
+                f"SELECT {select} FROM {table} t JOIN unnest({arrays}) AS k({names}) ON {on}",
+                [list(column) for column in zip(*keys, strict=True)],
             )
-            rows = cursor.fetchall()
-        else:
-            rows = []
-            for start in range(0, len(keys), 300):
-                chunk = keys[start : start + 300]
-                where = " OR ".join(["(project_id = %s AND run_id = %s AND tool_call_id = %s)"]
-                                    * len(chunk))  # fmt: skip
-                cursor.execute(
-                    f"SELECT {columns} FROM {_CLASSIFICATION} c WHERE {where}",
-                    [value for key in chunk for value in key],
-                )
-                rows += cursor.fetchall()
+            return cursor.fetchall()
+        rows = []
+        match = "(" + " AND ".join(f"t.{name} = %s" for name in key_columns) + ")"
+        for start in range(0, len(keys), 300):
+            chunk = keys[start : start + 300]
+            cursor.execute(
+                f"SELECT {select} FROM {table} t WHERE {' OR '.join([match] * len(chunk))}",
+                [value for key in chunk for value in key],
+            )
+            rows += cursor.fetchall()
+        return rows
+
+
+def _stored_classifications(keys: list[tuple]) -> dict[tuple, tuple]:
+    """{(project, run_id, toolCallId): its _CLASSIFICATION_STATE} of the stored ones."""
+    out: dict[tuple, tuple] = {}
+    key_columns = ("project_id", "run_id", "tool_call_id")
+    rows = rows_by_keys(_CLASSIFICATION, key_columns, ("bigint", "text", "text"),
+                        (*key_columns, *_CLASSIFICATION_STATE), keys)  # fmt: skip
     for project, run_id, call_id, first_ts, *state in rows:
         if first_ts is not None and connection.vendor != "postgresql":  # SQLite: text
             first_ts = connection.ops.convert_datetimefield_value(first_ts, None, connection)

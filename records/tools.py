@@ -383,31 +383,13 @@ _DECISION = ToolDecision._meta.db_table
 
 
 def _stored(keys_: list[tuple]) -> dict[tuple, tuple]:
-    """{(project, run_id, iteration): (pick, outcome)} of the stored decisions, in one query
-    (on PostgreSQL, the keys joined as arrays, as records.rollup reads classifications)."""
+    """{(project, run_id, iteration): (pick, outcome)} of the stored decisions, in one query."""
+    from records.rollup import rows_by_keys  # (records.rollup calls this module)
+
     out: dict[tuple, tuple] = {}
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            projects, runs, iterations = (list(column) for column in zip(*keys_, strict=True))
-            cursor.execute(
-                f"SELECT d.project_id, d.run_id, d.iteration, d.pick, d.outcome FROM {_DECISION} d "
-                "JOIN unnest(%s::bigint[], %s::text[], %s::int[]) AS k(project_id, run_id, it) "
-                "ON d.project_id = k.project_id AND d.run_id = k.run_id AND d.iteration = k.it",
-                [projects, runs, iterations],
-            )
-            rows = cursor.fetchall()
-        else:
-            rows = []
-            for start in range(0, len(keys_), 300):
-                chunk = keys_[start : start + 300]
-                where = " OR ".join(["(project_id = %s AND run_id = %s AND iteration = %s)"]
-                                    * len(chunk))  # fmt: skip
-                cursor.execute(
-                    f"SELECT project_id, run_id, iteration, pick, outcome FROM {_DECISION} "
-                    f"WHERE {where}",
-                    [value for key in chunk for value in key],
-                )
-                rows += cursor.fetchall()
+    key_columns = ("project_id", "run_id", "iteration")
+    rows = rows_by_keys(_DECISION, key_columns, ("bigint", "text", "int"),
+                        (*key_columns, "pick", "outcome"), keys_)  # fmt: skip
     for project, run_id, iteration, pick, outcome in rows:
         out[(project, run_id, iteration)] = (
             orjson.loads(pick) if pick else None,
