@@ -25,6 +25,7 @@ from django.utils.safestring import mark_safe
 from dashboard.access import get_run_for_user
 from dashboard.run_detail import load_records
 from dashboard.runs import run_row
+from dashboard.timeline import _names, _s
 from records.keys import OUTCOME, PICK, PICK_ERROR, SELECTION, TURN, VERDICT
 from records.models import Record, Run
 
@@ -41,16 +42,6 @@ LANE_LABELS = {
     "verdicts": "verdicts",
     "turns": "turns",
 }
-
-
-def _s(value: Any) -> str:
-    return "" if value is None else str(value)
-
-
-def _names(values: Any) -> str:
-    if not isinstance(values, list):
-        return ""
-    return ", ".join(_s(v.get("name") if isinstance(v, dict) else v) for v in values)
 
 
 def _ranked(values: Any) -> str:
