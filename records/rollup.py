@@ -11,16 +11,19 @@ watermark in the same transaction. A pass that dies half way leaves nothing behi
 pass over the same range cannot happen, so any number of passes, interrupted or repeated, give
 the rollups of one clean pass.
 
-Writes never read what they add to: counts are added and sketches merged by the UPSERT itself
-(json_add, records.sqlfunctions). Late records simply land in their own bucket; a late verdict
-recomputes only its own minute's streak segment (records.streaks).
+Writes add to what is stored: counts are added by the UPSERT itself, run summaries merged by it
+(json_add, records.sqlfunctions), latency sketches merged by the pass (_merged_sketches). Late
+records simply land in their own bucket; a late verdict recomputes only its own minute's streak
+segment (records.streaks).
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -304,17 +307,23 @@ def catch_up(
 # machines) and always some time after a burst. Without them a plan can turn an index lookup
 # into a scan, so the catch-up analyses the tables it grows once it has folded in a fifth of
 # the records the planner knows of, and at least ANALYZE_MIN_RECORDS, since it last did.
+#
+# It analyses what autovacuum would: the day partitions of the records that changed by a tenth
+# since their last ANALYZE (or never had one), never the partitioned parent (whose ANALYZE
+# samples every partition once more; autovacuum never analyses a parent either, and no query
+# needs its statistics: bench/pages.py --no-analyze), and the tables the pass writes. The JSON
+# bodies get no column statistics (records.partitions.NO_STATISTICS).
 ANALYZE_MIN_RECORDS = 50_000
 _ANALYZED = "analyzed"  # a Watermark row: how far the records were folded at the last ANALYZE
+_ANALYZED_TABLES = (Rollup, Run, Classification, StreakSegment, ToolDecision)
 
 
 def analyze_if_grown(*, min_records: int = ANALYZE_MIN_RECORDS) -> bool:
-    """ANALYZE the records, rollups, runs, classifications and streak segments if the records
-    folded in grew enough since the last time; returns whether it did (PostgreSQL only)."""
+    """ANALYZE the grown record partitions and the pass's tables if the records folded in grew
+    enough since the last time; returns whether it did (PostgreSQL only)."""
     if connection.vendor != "postgresql":
         return False
     folded = folded_upto()
-    tables = (Record, Rollup, Run, Classification, StreakSegment, ToolDecision)
     with transaction.atomic():
         Watermark.objects.get_or_create(name=_ANALYZED)
         # Lanes finish their calls at about the same time: one analyses, the others go on.
@@ -322,19 +331,36 @@ def analyze_if_grown(*, min_records: int = ANALYZE_MIN_RECORDS) -> bool:
         if mark is None:
             return False
         with connection.cursor() as cursor:
-            # The records the planner knows of (-1 before any ANALYZE): grown by a fifth of that.
-            cursor.execute(
-                "SELECT reltuples FROM pg_class WHERE relname = %s", [Record._meta.db_table]
-            )
-            known = max(cursor.fetchone()[0], 0)
+            leaves = _record_partitions(cursor)
+            # The records the planner knows of (none before any ANALYZE): grown by a fifth.
+            known = sum(max(tuples, 0) for _, tuples, _ in leaves)
             if folded - mark.last_id < max(min_records, known / 5):
                 return False
-            cursor.execute("ANALYZE " + ", ".join(t._meta.db_table for t in tables))
+            tables = [
+                name
+                for name, tuples, changed in leaves
+                if tuples < 0 or (changed and changed >= tuples / 10)
+            ] or ([] if leaves else [Record._meta.db_table])
+            tables += [t._meta.db_table for t in _ANALYZED_TABLES]
+            cursor.execute("ANALYZE " + ", ".join(tables))
         mark.last_id = folded
         mark.last_pass_at = timezone.now()
         mark.save(update_fields=["last_id", "last_pass_at"])
-    log.info("analyzed the catch-up's tables at record id %s", folded)
+    log.info("analyzed %s at record id %s", ", ".join(tables), folded)
     return True
+
+
+def _record_partitions(cursor) -> list[tuple[str, float, int]]:
+    """The records' partitions: (name, the rows the planner knows of (-1: never analysed),
+    rows changed since the last ANALYZE)."""
+    cursor.execute(
+        "SELECT c.oid::regclass::text, c.reltuples, coalesce(s.n_mod_since_analyze, 0) "
+        "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid "
+        "WHERE i.inhparent = %s::regclass ORDER BY 1",
+        [Record._meta.db_table],
+    )
+    return cursor.fetchall()
 
 
 def run_pass(
@@ -366,20 +392,38 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
     watermark.last_pass_at = timezone.now()
     batch = _Batch()
     count = 0
-    for rows in _fetch(watermark.last_id, last_id, lane, lanes):
-        count += len(rows)
-        for row in rows:
-            batch.add(row)
-    if count:
-        _merge_classifications(batch)
-        tools.fold(batch)  # records.tools: tool decisions and their rollup rows
-        _flag_repeated_notices(batch, watermark.last_id)
-        _merge_rollups(batch)
-        _merge_streaks(batch)
-        _merge_runs(batch)  # last: holds the run rows' locks for the shortest time
+    with _collector_paused():
+        for rows in _fetch(watermark.last_id, last_id, lane, lanes):
+            count += len(rows)
+            for row in rows:
+                batch.add(row)
+        if count:
+            _merge_classifications(batch)
+            tools.fold(batch)  # records.tools: tool decisions and their rollup rows
+            _flag_repeated_notices(batch, watermark.last_id)
+            _merge_rollups(batch)
+            _merge_streaks(batch)
+            _merge_runs(batch)  # last: holds the run rows' locks for the shortest time
     watermark.last_id = last_id
     watermark.save(update_fields=["last_id", "last_pass_at"])
     return PassResult(count, last_id, fresh and last_id >= high, high)
+
+
+@contextmanager
+def _collector_paused():
+    """Python's cyclic garbage collector paused for a pass: a pass allocates millions of
+    objects and keeps hundreds of thousands (its cells, runs and decisions), so the collector
+    ran over them again and again, a sixth of a shuffled backlog's catch-up (docs/benchmarks.md).
+    None of them is in a cycle: reference counting frees them as ever, and the collector, back
+    on after the pass, finds whatever cycle a pass's queries left."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _switch_lanes(lanes: int, batch_size: int) -> None:
@@ -646,16 +690,26 @@ def _safe_high_water() -> int:
 _ROLLUP = Rollup._meta.db_table
 _ROLLUP_COLUMNS = ("project_id, grain, bucket, kind, agent, model, key, count, tokens_in, "
                    "tokens_out, latency_sum, sketch")  # fmt: skip
-_ROLLUP_CONFLICT = f"""
+_ROLLUP_ADD = f"""
 ON CONFLICT (project_id, grain, bucket, kind, agent, model, key) DO UPDATE SET
     count = {_ROLLUP}.count + excluded.count,
     tokens_in = {_ROLLUP}.tokens_in + excluded.tokens_in,
     tokens_out = {_ROLLUP}.tokens_out + excluded.tokens_out,
     latency_sum = {_ROLLUP}.latency_sum + excluded.latency_sum,
-    -- most kinds carry no latency: skip the merge when there is nothing to add
+"""
+# Most kinds carry no latency: a cell without one keeps the stored sketch. On PostgreSQL the
+# pass merged the stored sketch into its own (_merged_sketches); SQLite merges in the UPSERT.
+_ROLLUP_CONFLICT = {
+    "postgresql": _ROLLUP_ADD
+    + f"""
+    sketch = CASE WHEN excluded.sketch = '{{}}' THEN {_ROLLUP}.sketch ELSE excluded.sketch END
+""",
+    "sqlite": _ROLLUP_ADD
+    + f"""
     sketch = CASE WHEN excluded.sketch = '{{}}' THEN {_ROLLUP}.sketch
                   ELSE json_add({_ROLLUP}.sketch, excluded.sketch) END
-"""
+""",
+}
 _ROLLUP_STAGE = """
 CREATE TEMP TABLE IF NOT EXISTS rollup_stage (
     project_id bigint, grain text, bucket timestamptz, kind text, agent text, model text,
@@ -667,14 +721,19 @@ TRUNCATE rollup_stage
 
 
 def _merge_rollups(batch: _Batch) -> None:
+    """Add the batch's cells to the rollups, one UPSERT: counts and sums added by it, and the
+    latency sketches merged before it (_merged_sketches)."""
+    grains = batch.grains()
+    sketches = _merged_sketches(grains)
     rows = []
-    for grain, cells in batch.grains().items():
+    for grain, cells in grains.items():
         for (project, bucket, kind, agent, model, key), cell in cells.items():
+            sketch = sketches.get((project, grain, bucket, kind, agent, model, key), "{}")
             rows.append((
                 project, grain, bucket, kind, agent, model, key, cell.count, cell.tokens_in,
-                cell.tokens_out, cell.latency_sum, orjson.dumps(cell.sketch.to_json()).decode(),
+                cell.tokens_out, cell.latency_sum, sketch,
             ))  # fmt: skip
-    # Nothing is read before writing: the UPSERT adds counts and merges sketches itself.
+    conflict = _ROLLUP_CONFLICT[connection.vendor]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(_ROLLUP_STAGE)
@@ -683,13 +742,12 @@ def _merge_rollups(batch: _Batch) -> None:
                     copy.write_row(row)
             cursor.execute(
                 f"INSERT INTO {_ROLLUP} ({_ROLLUP_COLUMNS}) SELECT {_ROLLUP_COLUMNS} "
-                f"FROM rollup_stage {_ROLLUP_CONFLICT}"
+                f"FROM rollup_stage {conflict}"
             )
         else:
             placeholders = ", ".join(["%s"] * 12)
             cursor.executemany(
-                f"INSERT INTO {_ROLLUP} ({_ROLLUP_COLUMNS}) VALUES ({placeholders}) "
-                f"{_ROLLUP_CONFLICT}",
+                f"INSERT INTO {_ROLLUP} ({_ROLLUP_COLUMNS}) VALUES ({placeholders}) {conflict}",
                 [(*row[:2], _db_time(row[2]), *row[3:]) for row in rows],
             )
         # A classification (or tool decision) that moved took its count back from a cell: a
@@ -702,6 +760,38 @@ def _merge_rollups(batch: _Batch) -> None:
                 "AND kind = %s AND agent = %s AND model = %s AND key = %s AND count = 0",
                 [(*row[:2], _db_time(row[2]), *row[3:7]) for row in emptied],
             )
+
+
+_ROLLUP_KEY = ("project_id", "grain", "bucket", "kind", "agent", "model", "key")
+_ROLLUP_KEY_TYPES = ("bigint", "text", "timestamptz", "text", "text", "text", "text")
+
+
+def _merged_sketches(grains: dict[str, dict[tuple, _Cell]]) -> dict[tuple, str]:
+    """{(project, grain, bucket, kind, agent, model, key): sketch JSON} of the cells that hold
+    latencies: on PostgreSQL with the stored sketch of the row merged in, read in one query.
+
+    Merging two sketches in SQL (json_add) cost ~40 µs a row, most of a pass's UPSERT once its
+    cells were already stored (a shuffled backlog, a live stream: docs/benchmarks.md); here it
+    is a few. Reading first is safe because nothing else writes a project's rollups while its
+    lane's pass holds the lane (ingest never does). SQLite, one writer at a time and small,
+    keeps the merge in the UPSERT.
+    """
+    out = {}
+    for grain, cells in grains.items():
+        for (project, bucket, *rest), cell in cells.items():
+            if cell.sketch.bins or cell.sketch.zero:
+                out[(project, grain, bucket, *rest)] = cell.sketch.to_json()
+    if out and connection.vendor == "postgresql":
+        rows = rows_by_keys(_ROLLUP, _ROLLUP_KEY, _ROLLUP_KEY_TYPES, (*_ROLLUP_KEY, "sketch"),
+                            list(out))  # fmt: skip
+        for *key, stored in rows:
+            if isinstance(stored, str):  # (Django has psycopg hand JSON over as text)
+                stored = orjson.loads(stored)
+            sketch = out[tuple(key)]
+            for name, count in stored.items():
+                sketch[name] = sketch.get(name, 0) + count
+    return {key: orjson.dumps(sketch, option=orjson.OPT_SORT_KEYS).decode()
+            for key, sketch in out.items()}  # fmt: skip
 
 
 _RUN = Run._meta.db_table

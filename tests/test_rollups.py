@@ -412,27 +412,60 @@ def test_it_reads_metrics_in_a_bounded_number_of_queries(alice, mix, django_asse
 
 def test_the_catch_up_keeps_its_tables_analysed_as_they_grow(postgres, alice):
     """Statistics are missing after a bulk load when autovacuum is off (or behind a burst):
-    the catch-up analyses the tables it grew past the threshold, and not on every pass."""
+    the catch-up analyses the record partitions it grew past the threshold (not the others,
+    not the parent, without statistics on the JSON bodies), and not on every pass."""
 
-    def estimated_rows() -> float:
+    def leaves() -> dict[str, float]:
         with postgres.cursor() as cursor:
-            cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'records_record'")
-            return cursor.fetchone()[0]
+            cursor.execute(
+                "SELECT c.relname, c.reltuples FROM pg_inherits i "
+                "JOIN pg_class c ON c.oid = i.inhrelid "
+                "WHERE i.inhparent = 'records_record'::regclass"
+            )
+            return dict(cursor.fetchall())
 
-    ingest(alice, rollup_data.build(600, seed=2))
+    def json_statistics(table: str) -> list[int]:
+        with postgres.cursor() as cursor:
+            cursor.execute(
+                "SELECT attstattarget FROM pg_attribute WHERE attrelid = %s::regclass "
+                "AND attname IN ('data', 'derived')",
+                [table],
+            )
+            return sorted(target for (target,) in cursor.fetchall())
+
+    records = rollup_data.build(600, seed=2)
+    ingest(alice, records)
     rollup.catch_up()
+    holding = {
+        f"records_record_p{day:%Y%m%d}"
+        for day in Record.objects.filter(project=alice.project).dates("ts", "day")
+    }
+    untouched = sorted(set(leaves()) - holding)[0]
     # As if the last ANALYZE was just before these 600 (ids do not restart between tests).
     first = (
         Record.objects.filter(project=alice.project).order_by("id").values_list("id", flat=True)[0]
     )
     Watermark.objects.update_or_create(name="analyzed", defaults={"last_id": first - 1})
-    # And as if the planner knew nothing of the table (an earlier test's ANALYZE may have
-    # committed a size); the test's transaction rolls this back.
+    # As if the planner knew nothing of the partitions holding them (an earlier test's ANALYZE
+    # may have committed a size), and something made up of one that holds none of them; the
+    # test's transaction rolls this back.
     with postgres.cursor() as cursor:
+        cursor.execute(
+            "UPDATE pg_class SET reltuples = -1 WHERE relname = ANY(%s)", [list(holding)]
+        )
+        cursor.execute("UPDATE pg_class SET reltuples = 7 WHERE relname = %s", [untouched])
         cursor.execute("UPDATE pg_class SET reltuples = -1 WHERE relname = 'records_record'")
     assert not rollup.analyze_if_grown()  # 600 records: under the default threshold
     assert rollup.analyze_if_grown(min_records=500)
-    assert estimated_rows() >= 600  # analysed: the planner now knows the table's size
+    estimated = leaves()
+    # Analysed: the planner now knows how many rows each holds (every one of them is in a
+    # partition holding alice's; other tests' rows may be there too).
+    assert sum(estimated[name] for name in holding) >= len(records)
+    assert estimated[untouched] == 7  # not grown: not analysed
+    assert all(json_statistics(name) == [0, 0] for name in holding)
+    with postgres.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'records_record'")
+        assert cursor.fetchone()[0] == -1  # the parent is never analysed
     assert not rollup.analyze_if_grown(min_records=500)  # nothing grew since
 
 
