@@ -1,14 +1,21 @@
 """Expiring a day of records on PostgreSQL, against deleting the same day, in the same run.
 
-    .venv/bin/python bench/retention.py [--per-day 300000] [--days 3]
+    .venv/bin/python bench/retention.py [--per-day 300000] [--days 3] [--extra-keys 0]
 
-1. Recreates a scratch database (decisionboard_bench_retention), migrates it.
+1. Recreates a scratch database (--database, decisionboard_bench_retention), migrates it.
 2. Stores --per-day demo records (records.demo) through the ingest store into the oldest day
    past retention, then copies them in SQL (new ids, keys and runs of the same shape) into the
-   --days - 1 days after it, the last of which is still kept; records the size on disk.
+   --days - 1 days after it, the last of which is still kept; records the size on disk. Then
+   ANALYZEs the records and their keys, as the catch-up's own ANALYZE does in production
+   (records.rollup.analyze_if_grown), and adds --extra-keys keys to the project, as if more of
+   its days were kept: the expiry's cost must not grow with them.
 3. Expires the oldest day as records.retention.expire does: DETACH (the moment readers and
-   ingest stop seeing it), then the keys' cleanup and the DROP; the VACUUM of the keys after.
-4. Deletes the next day's records instead, in the batches the per-project retention and SQLite
+   ingest stop seeing it), then the keys' cleanup and the DROP. The VACUUM of the keys is timed
+   after it, apart: it is follow-up maintenance, not part of the expiry
+   (records.retention.vacuum_keys runs it once the dead keys reach a fifth of the live ones).
+4. For comparison, the next day's keys deleted with the planner's own choice of join (what
+   records.partitions did before KEY_DELETE_PLAN), rolled back.
+5. Deletes the next day's records instead, in the batches the per-project retention and SQLite
    use (the ceiling this design avoids), for the ratio.
 
 Prints the database size per million records and `expire N s (detach D s), delete M s, ratio R`
@@ -84,6 +91,8 @@ def expire_oldest_day() -> dict[str, float]:
         raise RuntimeError(f"could not detach the partition of {day}")
     keys = partitions.drop_expired(table)
     dropped = time.perf_counter()
+    # Follow-up maintenance, not part of the expiry (see records.retention.vacuum_keys), timed
+    # apart: it reads the whole keys table, so it grows with every key kept.
     with connection.cursor() as cursor:
         cursor.execute(f"VACUUM (ANALYZE) {partitions.KEYS}")
     vacuumed = time.perf_counter()
@@ -96,6 +105,45 @@ def expire_oldest_day() -> dict[str, float]:
         "expire_s": dropped - start,
         "vacuum_keys_s": vacuumed - dropped,
     }
+
+
+def keys_delete_planners_choice(day) -> tuple[float, list[str]]:
+    """Seconds to delete the keys of `day` in records.partitions' batches with the join the
+    planner picks itself (before KEY_DELETE_PLAN), and its plan; rolled back."""
+    from django.db import connection, transaction
+
+    from records import partitions
+
+    name = partitions.day_name(day)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {partitions.PARENT} DETACH PARTITION {name}")
+        cursor.execute(f"SELECT min(id), max(id) FROM {name}")
+        low, high = cursor.fetchone()
+        sql = partitions.KEY_DELETE.format(table=name)
+        cursor.execute("EXPLAIN " + sql, [low, low + partitions.BATCH])
+        plan = [line for (line,) in cursor.fetchall()]
+        started = time.perf_counter()
+        for start in range(low, high + 1, partitions.BATCH):
+            cursor.execute(sql, [start, start + partitions.BATCH])
+        seconds = time.perf_counter() - started
+        transaction.set_rollback(True)
+    return seconds, plan
+
+
+def add_keys(project_id: int, count: int) -> None:
+    """`count` more keys of the project, as if more of its days were kept (no records behind
+    them: the expiry never reads them, it must only not be slowed down by them)."""
+    from django.db import connection
+
+    from records import partitions
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {partitions.KEYS} (project_id, record_key) "
+            "SELECT %s, 'kept-' || md5(n::text) FROM generate_series(1, %s) AS n",
+            [project_id, count],
+        )
+        cursor.execute(f"VACUUM (ANALYZE) {partitions.KEYS}")
 
 
 def load(per_day: int, days: int, first_day) -> int:
@@ -158,9 +206,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--per-day", type=int, default=300_000)
     parser.add_argument("--days", type=int, default=3)
+    parser.add_argument(
+        "--extra-keys",
+        type=int,
+        default=0,
+        help="keys added to the project before the expiry, as if more of its days were kept",
+    )
+    parser.add_argument(
+        "--database", default="decisionboard_bench_retention", help="the scratch database"
+    )
     args = parser.parse_args()
 
-    setup_django("decisionboard_bench_retention")
+    setup_django(args.database)
     from django.conf import settings
     from django.db import connection
 
@@ -174,7 +231,7 @@ def main() -> None:
         if day < first_day:
             with connection.cursor() as cursor:
                 cursor.execute(f"DROP TABLE {partitions.day_name(day)}")
-    load(args.per_day, args.days, first_day)
+    project_id = load(args.per_day, args.days, first_day)
     with connection.cursor() as cursor:
         # Bulk-loaded and never analysed, as after a burst with autovacuum off: the plan the
         # catch-up gets for its id range (records.rollup._fetch) must still use the index.
@@ -190,18 +247,42 @@ def main() -> None:
         f"({size['records_mb']:,.0f} MB records and indexes, {size['keys_mb']:,.0f} MB keys)",
         flush=True,
     )
+    with connection.cursor() as cursor:
+        # Statistics, as the catch-up's ANALYZE keeps them in production (every partition).
+        cursor.execute(f"ANALYZE {partitions.PARENT}, {partitions.KEYS}")
+    if args.extra_keys:
+        added_at = time.perf_counter()
+        add_keys(project_id, args.extra_keys)
+        print(
+            f"added {args.extra_keys:,} more keys of the project in "
+            f"{time.perf_counter() - added_at:.1f} s",
+            flush=True,
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {partitions.KEYS}")
+        (key_count,) = cursor.fetchone()
+    print(f"{key_count:,} keys in {partitions.KEYS}", flush=True)
 
     expired = expire_oldest_day()
     assert expired["keys"] == expired["records"], expired  # every stored record had its key
     print(
         f"expired {expired['day']} ({expired['records']:,} records): detach "
         f"{expired['detach_s']:.3f} s, keys and drop {expired['keys_and_drop_s']:.2f} s; "
-        f"VACUUM of the keys after {expired['vacuum_keys_s']:.2f} s",
+        f"then, as follow-up maintenance apart from the expiry, a VACUUM of the keys "
+        f"{expired['vacuum_keys_s']:.2f} s",
         flush=True,
     )
-    next_day = partitions.day_name(first_day + timedelta(days=1))
+    next_day = first_day + timedelta(days=1)
+    before_s, before_plan = keys_delete_planners_choice(next_day)
+    join = next((line for line in before_plan if "Join" in line or "Loop" in line), "")
+    join = join.strip().removeprefix("->").strip().split("  ")[0]
+    print(
+        f"the next day's keys deleted with the planner's own join ({join}): "
+        f"{before_s:.2f} s (rolled back)",
+        flush=True,
+    )
     started = time.perf_counter()
-    deleted = retention.delete_in_batches(next_day, "true", [])
+    deleted = retention.delete_in_batches(partitions.day_name(next_day), "true", [])
     delete_s = time.perf_counter() - started
     print(f"deleted the next day's {deleted:,} records in batches in {delete_s:.2f} s", flush=True)
     print(

@@ -2,7 +2,9 @@
 
 Configuration is judged by a pure function over the settings' values; services, migrations
 and queues by the same probes as /readyz (ops.probes) and the heartbeats of workers.heartbeat;
-security by Django's own deployment checks (`manage.py check --deploy`). A finding is a
+security by Django's own deployment checks (`manage.py check --deploy`); whether the catch-up
+lanes can run at once by asking the workers themselves (Celery's remote control: which consume
+the `default` queue, with how many process slots). A finding is a
 problem (the command exits 1) or a note: a choice an operator may make on purpose, printed
 but not failed.
 """
@@ -21,6 +23,7 @@ from django.utils import timezone
 from config.outage import DATABASE_UNAVAILABLE
 from ops import probes
 from workers.heartbeat import STALE_AFTER, QueueStatus, queue_status
+from workers.queues import Queue
 
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 DEFAULT_SITE_URL = "http://127.0.0.1:8000"
@@ -277,6 +280,106 @@ def queues(statuses: Iterable[QueueStatus], now: datetime) -> list[Finding]:
     return found
 
 
+# How long the lanes check waits for the workers' replies to each broadcast (two of them).
+INSPECT_TIMEOUT = 1.0
+
+
+def lanes(configured: int, slots: dict[str, int] | None) -> list[Finding]:
+    """Can the `configured` catch-up lanes (DECISIONBOARD_CATCHUP_LANES) fold at once? Each
+    lane is one task at a time on the `default` queue (workers.schedule), so the workers
+    consuming it need a process slot per lane. `slots`: {worker: its pool's size} of those
+    workers, as they answered (None: they could not be asked)."""
+    section = "lanes"
+    if configured == 1:
+        return [Finding(section, True, "1 catch-up lane: nothing to run in parallel")]
+    queue = Queue.DEFAULT.value
+    command = (
+        f"celery -A config worker --queues {queue} --concurrency {configured + 1} "
+        f"(deploy/systemd/decisionboard-worker@.service: add --concurrency {configured + 1} to "
+        "ExecStart), or more such workers"
+    )
+    if slots is None:
+        return [
+            Finding(
+                section,
+                False,
+                f"{configured} catch-up lanes: not checked, the workers could not be asked "
+                "(the broker is unreachable)",
+                note=True,  # the services section fails the broker
+            )
+        ]
+    if not slots:
+        return [
+            Finding(
+                section,
+                False,
+                f"{configured} catch-up lanes, but no worker on queue {queue} answered within "
+                f"{INSPECT_TIMEOUT:g} s: how many can run at once is unknown",
+                f"start one with a slot per lane and one more: {command}",
+                note=True,  # the queues section already fails an unserved queue
+            )
+        ]
+    total = sum(slots.values())
+    workers = ", ".join(f"{name}: {n}" for name, n in sorted(slots.items()))
+    if total < configured:
+        return [
+            Finding(
+                section,
+                False,
+                f"{configured} catch-up lanes (DECISIONBOARD_CATCHUP_LANES), but the workers on "
+                f"queue {queue} have {total} process slots ({workers}): at most {total} lanes "
+                "fold at once, and the others wait",
+                f"give them a slot per lane and one more: {command}; or set "
+                f"DECISIONBOARD_CATCHUP_LANES={total}",
+            )
+        ]
+    if total == configured:
+        return [
+            Finding(
+                section,
+                False,
+                f"{configured} catch-up lanes and exactly {total} process slots on queue {queue} "
+                f"({workers}): heartbeats, the alert tick and the hourly expiry take a lane's "
+                "slot while they run",
+                f"one slot more: {command}",
+                note=True,
+            )
+        ]
+    return [
+        Finding(
+            section,
+            True,
+            f"{configured} catch-up lanes, {total} process slots on queue {queue} ({workers})",
+        )
+    ]
+
+
+def default_queue_slots(timeout: float = INSPECT_TIMEOUT) -> dict[str, int] | None:
+    """{worker: its pool's size} of the running workers that consume the `default` queue, by
+    Celery's remote control (active_queues, then stats of those workers); None when the
+    broadcast failed (the broker is down)."""
+    from config.celery import app
+
+    try:
+        inspect = app.control.inspect(timeout=timeout)
+        queues = inspect.active_queues() or {}
+        consuming = sorted(
+            name
+            for name, active in queues.items()
+            if any(q.get("name") == Queue.DEFAULT.value for q in active or ())
+        )
+        if not consuming:
+            return {}
+        stats = app.control.inspect(destination=consuming, timeout=timeout).stats() or {}
+    except Exception:  # noqa: BLE001 - the broker's own errors vary by transport
+        return None
+    return {
+        name: int((stats.get(name) or {}).get("pool", {}).get("max-concurrency") or 0)
+        for name in consuming
+        if name in stats
+    }
+
+
 def retention(now: datetime) -> list[Finding]:
     """The records' daily partitions (PostgreSQL): tomorrow's exists and none past retention is
     still attached, which both say that the hourly expire-records task runs."""
@@ -372,6 +475,9 @@ def examine(now: datetime | None = None) -> list[Finding]:
             else Finding("migrations", True, "all applied")
         )
         found += queues(queue_status(now), now)
+        configured = settings.DECISIONBOARD["CATCHUP_LANES"]
+        asked = configured > 1 and broker.ok  # one lane runs on any worker
+        found += lanes(configured, default_queue_slots() if asked else None)
         if not pending:
             found += retention(now)
     except DATABASE_UNAVAILABLE as exc:

@@ -382,6 +382,8 @@ class ToolMiss(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["project", "tool", "run_id"], name="tool_miss_unique")
         ]
+        # A run's rows, deleted with the run (records.retention).
+        indexes = [models.Index(fields=["project", "run_id"], name="tool_miss_run")]
 
     def __str__(self) -> str:
         return f"{self.tool} in {self.run_id}: {self.misses}"

@@ -11,21 +11,56 @@ at the longest retention of any project, and a project whose own retention is sh
 older rows deleted in batches (a partition holds every project's records of its day, so it cannot
 be dropped for one). On SQLite the records table is a plain table and every expiry is batched
 deletes. Either way no record above the catch-up watermark is expired: its rollups come first.
+
+The catch-up's state beside the rollups is keyed by run, and expires with what it is for:
+
+- Classification and ToolDecision rows (records.rollup, records.tools) are a run's pending
+  joins: the attempts of a tool call, the pick and outcome of an iteration, kept so that the
+  next record of the same call or iteration moves the rollups it counted in. They go once the
+  whole run is past the project's raw retention (its Run.last_ts, the latest record folded in,
+  before the horizon), which is when the run's last records go; not while the project has a
+  record before the horizon that the catch-up has not folded in (it may belong to such a run),
+  the rule the records' own expiry keeps. Checked for the runs whose last_ts crossed the
+  horizon since the previous expiry and the runs of records folded in since then with a `ts`
+  before the horizon (late ones), before those records are expired (a Watermark row per
+  project, SIDE_MARK): the cost follows the runs expiring, not the runs kept.
+- ToolMiss rows count a run's missed tools for the tools pages, which list runs: they go with
+  the run (Run is kept DECISIONBOARD_ROLLUP_RETENTION_DAYS), and so do whatever Classification
+  and ToolDecision rows a run still has then (none, unless the rule above was kept from running
+  all that time): nothing keyed by a run outlives it.
+
+A record that arrives after its run's state went (ingest takes any `ts`; older than retention it
+is stored, folded in, and expired at the next run) starts a new state: the catch-up takes back
+only what a stored state counted, so nothing goes negative and nothing else moves. Such a record
+counts as the first of its call or iteration: a late rung-1 attempt then counts no fallback (its
+classification's count stays where it was), a late pick or outcome joins nothing, and a
+record re-sent after its original expired counts again, as every expired id may be posted again
+(records.partitions).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from records import partitions
-from records.models import Project, Record, Rollup, Run, StreakSegment
+from records.models import (
+    Classification,
+    Project,
+    Record,
+    Rollup,
+    Run,
+    StreakSegment,
+    ToolDecision,
+    ToolMiss,
+    Watermark,
+)
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +167,13 @@ class Expiry:
     records_deleted: int = 0  # by batched deletes (SQLite, per-project, the default partition)
     rollups_deleted: int = 0
     runs_deleted: int = 0
+    # The catch-up's state of runs past retention: classifications and tool decisions
+    # (`side_rows_deleted`), tool misses with their runs, and the projects whose state waits
+    # for records before their horizon to be folded in.
+    side_rows_deleted: int = 0
+    tool_misses_deleted: int = 0
+    side_waiting: list[str] = field(default_factory=list)
+    keys_vacuumed: bool = False  # the keys table's follow-up VACUUM ran (see vacuum_keys)
 
 
 def expire(now: datetime | None = None) -> Expiry:
@@ -139,6 +181,8 @@ def expire(now: datetime | None = None) -> Expiry:
     now = now or timezone.now()
     folded = folded_upto()
     result = Expiry([], [])
+    for project in Project.objects.all():
+        _expire_side_state(project, kept_since(project, now), folded, result)
     if connection.vendor == "postgresql":
         _expire_partitions(now, folded, result)
     else:
@@ -150,6 +194,8 @@ def expire(now: datetime | None = None) -> Expiry:
                 row="id",
             )
     _expire_rollups(now, result)
+    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+        result.keys_vacuumed = vacuum_keys()
     log.info("retention: %s", result)
     return result
 
@@ -187,10 +233,6 @@ def _expire_partitions(now: datetime, folded: int, result: Expiry) -> None:
             [project.pk, kept_since(project, now), folded],
             row="id",
         )
-    if result.keys_deleted and not connection.in_atomic_block:
-        # Deleted keys are dead rows until a VACUUM; autovacuum may be off (FACTS.md).
-        with connection.cursor() as cursor:
-            cursor.execute(f"VACUUM (ANALYZE) {partitions.KEYS}")
 
 
 def _default_days(since: datetime) -> list[date]:
@@ -204,12 +246,147 @@ def _default_days(since: datetime) -> list[date]:
 
 
 def _expire_rollups(now: datetime, result: Expiry) -> None:
-    kept = _db_time(rollups_kept_since(now))
+    kept = rollups_kept_since(now)
     for model in (Rollup, StreakSegment):
         result.rollups_deleted += delete_in_batches(
-            model._meta.db_table, "bucket < %s", [kept], row="id"
+            model._meta.db_table, "bucket < %s", [_db_time(kept)], row="id"
         )
-    result.runs_deleted += delete_in_batches(Run._meta.db_table, "last_ts < %s", [kept], row="id")
+    for project in Project.objects.all():
+        _expire_runs(project.pk, kept, result)
+
+
+# --- the catch-up's state, by run ----------------------------------------------------------------
+# A Watermark row per project: last_pass_at, the horizon up to which its runs' state expired;
+# last_id, the catch-up's watermark (folded_upto) then.
+SIDE_MARK = "retention:state:{}"
+RUN_PAGE = 1_000  # runs whose state is deleted in one transaction
+_RUN_STATE = (Classification, ToolDecision)  # pending joins: they go with the run's records
+_RUN_KEYED = (*_RUN_STATE, ToolMiss)  # everything keyed by a run: it goes with the run
+
+
+def _unfolded_before(project_id: int, horizon: datetime, folded: int) -> bool:
+    """Has the project a record before `horizon` that the catch-up has not folded in? (An
+    index range of the ids above the watermark; on PostgreSQL only the partitions before the
+    horizon.)"""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {Record._meta.db_table} WHERE id > %s AND project_id = %s "
+            "AND ts < %s LIMIT 1",
+            [folded, project_id, _db_time(horizon)],
+        )
+        return cursor.fetchone() is not None
+
+
+def _expire_side_state(project: Project, horizon: datetime, folded: int, result: Expiry) -> None:
+    """Delete the classifications and tool decisions of the project's runs wholly before
+    `horizon` (see the module's docstring). Runs before the records' expiry: it reads the late
+    records folded in since the previous time, before they go."""
+    if _unfolded_before(project.pk, horizon, folded):
+        result.side_waiting.append(project.name)
+        return
+    name = SIDE_MARK.format(project.pk)
+    mark = Watermark.objects.filter(name=name).first()
+    runs = Run.objects.filter(project=project, last_ts__lt=horizon)
+    since = None if mark is None else mark.last_pass_at  # None: every run before the horizon
+    # The runs whose last record crossed the horizon since the previous expiry, in (last_ts,
+    # id) order: each page a range of the run_recent index.
+    last = (since, 0)
+    while True:
+        page = runs
+        if last[0] is not None:
+            page = page.filter(last_ts__gte=last[0]).filter(
+                Q(last_ts__gt=last[0]) | Q(last_ts=last[0], id__gt=last[1])
+            )
+        page = list(page.order_by("last_ts", "id").values_list("id", "run_id", "last_ts")[
+            :RUN_PAGE
+        ])  # fmt: skip
+        if not page:
+            break
+        last = (page[-1][2], page[-1][0])
+        _delete_state_of(project.pk, [run_id for _, run_id, _ in page], result)
+    if since is not None and mark.last_id < folded:
+        # And the runs of records folded in since then with a `ts` before the horizon: late
+        # records, whose state (new, or of a run whose state had gone) would stay otherwise.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT DISTINCT run_id FROM {Record._meta.db_table} WHERE project_id = %s "
+                "AND ts < %s AND id > %s AND id <= %s",
+                [project.pk, _db_time(horizon), mark.last_id, folded],
+            )
+            late = [run_id for (run_id,) in cursor.fetchall()]
+        for start in range(0, len(late), RUN_PAGE):
+            page = runs.filter(run_id__in=late[start : start + RUN_PAGE])
+            _delete_state_of(project.pk, list(page.values_list("run_id", flat=True)), result)
+    done_upto = horizon if since is None else max(since, horizon)
+    Watermark.objects.update_or_create(
+        name=name, defaults={"last_id": folded, "last_pass_at": done_upto}
+    )
+
+
+def _delete_state_of(project_id: int, run_ids: list[str], result: Expiry) -> None:
+    if not run_ids:
+        return
+    with transaction.atomic():
+        for model in _RUN_STATE:
+            result.side_rows_deleted += _delete_of_runs(model, project_id, run_ids)
+
+
+def _expire_runs(project_id: int, kept: datetime, result: Expiry) -> None:
+    """Delete the project's runs whose last record is before `kept` (the rollups' horizon), a
+    page at a time, with everything keyed by them."""
+    runs = Run.objects.filter(project_id=project_id, last_ts__lt=kept)
+    while page := list(runs.order_by("last_ts", "id").values_list("id", "run_id")[:RUN_PAGE]):
+        with transaction.atomic():
+            for model in _RUN_KEYED:
+                deleted = _delete_of_runs(model, project_id, [run_id for _, run_id in page])
+                if model is ToolMiss:
+                    result.tool_misses_deleted += deleted
+                else:
+                    result.side_rows_deleted += deleted
+            result.runs_deleted += delete_in_batches(
+                Run._meta.db_table, *_in("id", [run_pk for run_pk, _ in page]), row="id"
+            )
+
+
+def _delete_of_runs(model, project_id: int, run_ids: list[str]) -> int:
+    """Delete the rows of `model` (keyed by project and run_id) of these runs, by the
+    (project_id, run_id, ...) index each of these tables has."""
+    where, params = _in("run_id", run_ids)
+    return delete_in_batches(
+        model._meta.db_table, f"project_id = %s AND {where}", [project_id, *params], row="id"
+    )
+
+
+def _in(column: str, values: list) -> tuple[str, list]:
+    """`column` is one of `values`: one array parameter on PostgreSQL, a list on SQLite."""
+    if connection.vendor == "postgresql":
+        return f"{column} = ANY(%s)", [values]
+    return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
+
+
+# --- the keys' follow-up VACUUM --------------------------------------------------------------
+# Expired keys are dead rows in records_recordkey until a VACUUM, and autovacuum may be off
+# (FACTS.md). A VACUUM reads the whole table and its index, so running one after every expired
+# day would cost in proportion to every key kept; it runs once the dead keys reach this share
+# of the live ones (autovacuum's own default), so that its cost per expired key stays the same
+# at any size. It follows the expiry: readers and ingest stopped seeing the day before it.
+VACUUM_DEAD_SHARE = 0.2
+
+
+def vacuum_keys(*, share: float = VACUUM_DEAD_SHARE) -> bool:
+    """VACUUM (ANALYZE) the record keys when their dead rows reach `share` of the live ones
+    (PostgreSQL's counters, which lag by up to a second or so); returns whether it ran."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT n_dead_tup, n_live_tup FROM pg_stat_user_tables WHERE relname = %s",
+            [partitions.KEYS],
+        )
+        row = cursor.fetchone()
+        if row is None or row[0] == 0 or row[0] < share * row[1]:
+            return False
+        cursor.execute(f"VACUUM (ANALYZE) {partitions.KEYS}")
+    log.info("vacuumed %s: %s dead keys of %s", partitions.KEYS, row[0], row[0] + row[1])
+    return True
 
 
 def _db_time(when: datetime):

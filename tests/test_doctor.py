@@ -14,7 +14,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from ops.doctor import configuration
+from ops.doctor import configuration, default_queue_slots, lanes
+from tests.conftest import database_url, need_service
+from tests.live import wait_until
 from tests.test_probes import forget_migration, latest_migration
 from workers import heartbeat, processes
 from workers.queues import Queue
@@ -172,3 +174,64 @@ def test_each_configuration_mistake_is_a_problem_with_its_fix(change, message, f
 def test_choices_an_operator_may_make_on_purpose_are_notes(change, message):
     notes = [f for f in configuration(**{**GOOD, **change}) if not f.ok]
     assert [(n.note, message in n.message) for n in notes] == [(True, True)]
+
+
+# --- catch-up lanes -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("configured", "slots", "ok", "note", "message", "fix"),
+    [
+        (1, None, True, False, "1 catch-up lane", ""),
+        (3, {"default@a": 2}, False, False, "3 catch-up lanes (DECISIONBOARD_CATCHUP_LANES), "
+         "but the workers on queue default have 2 process slots (default@a: 2): at most 2",
+         "--concurrency 4"),
+        (3, {"default@a": 1, "default@b": 1}, False, False, "2 process slots", 
+         "DECISIONBOARD_CATCHUP_LANES=2"),
+        (2, {"default@a": 2}, False, True, "exactly 2 process slots", "--concurrency 3"),
+        (2, {"default@a": 2, "default@b": 2}, True, False, "4 process slots", ""),
+        (4, {}, False, True, "no worker on queue default answered", "--concurrency 5"),
+        (4, None, False, True, "not checked", ""),
+    ],
+)  # fmt: skip
+def test_the_lanes_need_a_process_slot_each_on_the_default_queue(
+    configured, slots, ok, note, message, fix
+):
+    (finding,) = lanes(configured, slots)
+    assert (finding.ok, finding.note) == (ok, note)
+    assert message in finding.message and fix in finding.fix
+
+
+def test_it_asks_the_running_workers_how_many_lanes_can_run_at_once(production, tmp_path):
+    redis_url = os.environ.get("REDIS_URL")
+    need_service(bool(redis_url), "Redis (set REDIS_URL)")
+    production.REDIS_URL = redis_url
+    env = dict(
+        os.environ,
+        DATABASE_URL=database_url(),
+        REDIS_URL=redis_url,
+        DECISIONBOARD_VAR_DIR=str(tmp_path),
+    )
+    worker = processes.worker_command([Queue.DEFAULT], 2, name="lanes-test")
+    jobs = processes.worker_command([Queue.EXPORTS], 3, name="lanes-test-jobs")
+    with (
+        processes.running(worker, env=env, log=tmp_path / "worker.log"),
+        processes.running(jobs, env=env, log=tmp_path / "jobs.log"),
+    ):
+        slots = wait_until(
+            lambda: (found := default_queue_slots()) and len(found) == 1 and found,
+            60,
+            "the worker's answer",
+        )
+        # Only the worker on `default` counts: the catch-up's tasks go nowhere else.
+        ((name, count),) = slots.items()
+        assert name.startswith("lanes-test@") and count == 2
+
+        production.DECISIONBOARD = {**production.DECISIONBOARD, "CATCHUP_LANES": 3}
+        output, error = doctor()
+    assert str(error) == "1 thing to fix (see FIX)", output
+    assert (
+        "3 catch-up lanes (DECISIONBOARD_CATCHUP_LANES), but the workers on queue default "
+        f"have 2 process slots ({name}: 2)" in output
+    )
+    assert "--concurrency 4" in output

@@ -4,6 +4,7 @@ range starts before what is kept."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,8 +13,17 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from records import partitions, retention
-from records.models import Membership, Record, RecordKey, Rollup, Run
+from records import keys, partitions, retention
+from records.models import (
+    Classification,
+    Membership,
+    Record,
+    RecordKey,
+    Rollup,
+    Run,
+    ToolDecision,
+    ToolMiss,
+)
 from records.normalise import normalise
 from records.rollup import catch_up
 from records.store import store_records
@@ -168,6 +178,207 @@ def test_rollups_and_runs_expire_after_their_own_longer_retention(alice, retain)
     assert [b.date() for b in buckets] == [(NOW - timedelta(days=5)).date()]
     assert list(Run.objects.values_list("run_id", flat=True)) == ["run-old"]
     assert result.runs_deleted == 1
+
+
+# --- the catch-up's state beside the rollups ----------------------------------------------------
+
+
+def a_run(days_ago: float, run_id: str) -> list[dict]:
+    """A run with a classification that fell back (rung 0, then rung 1) and a tool decision
+    that missed read_file (offered, not served, called): a row in each of Classification,
+    ToolDecision and ToolMiss."""
+    verdict = {"toolCallId": "call-1"}
+    return [
+        at(days_ago, kind="classifier.verdict", run_id=run_id, data={**verdict, "rung": 0}),
+        at(days_ago - 0.001, kind="classifier.verdict", run_id=run_id,
+           data={**verdict, "rung": 1}),
+        at(days_ago, kind="tool_choice.pick", run_id=run_id),
+        at(days_ago - 0.001, kind="tool_choice.outcome", run_id=run_id,
+           data={"called": ["read_file"]}),
+    ]  # fmt: skip
+
+
+def state_runs(model) -> set[str]:
+    return set(model.objects.values_list("run_id", flat=True))
+
+
+def rollup_rows() -> list[tuple]:
+    return sorted(
+        Rollup.objects.values_list(
+            "grain", "bucket", "kind", "agent", "model", "key", "count", "tokens_in", "tokens_out"
+        )
+    )
+
+
+def kind_total(kind: str) -> int:
+    return sum(Rollup.objects.filter(grain="day", kind=kind).values_list("count", flat=True))
+
+
+@pytest.mark.both_dbs
+def test_the_state_of_runs_past_retention_expires_and_their_rollups_stay(alice, retain):
+    retain(3)
+    store(alice, *a_run(5, "run-old"), *a_run(1, "run-new"))
+    catch_up()
+    for model in (Classification, ToolDecision, ToolMiss):
+        assert state_runs(model) == {"run-old", "run-new"}, model
+    rollups = rollup_rows()
+
+    result = retention.expire(NOW)
+
+    assert state_runs(Classification) == state_runs(ToolDecision) == {"run-new"}
+    assert result.side_rows_deleted == 2
+    # The tools pages list runs with their misses: kept as long as the runs.
+    assert state_runs(ToolMiss) == {"run-old", "run-new"}
+    assert rollup_rows() == rollups
+    assert not Record.objects.filter(run_id="run-old").exists()
+    # An expiry with nothing new to expire deletes nothing more.
+    assert retention.expire(NOW).side_rows_deleted == 0
+    assert state_runs(Classification) == {"run-new"}
+
+
+@pytest.mark.both_dbs
+def test_a_late_record_of_an_expired_state_moves_nothing_it_did_not_count(alice, retain):
+    retain(3)
+    store(alice, *a_run(5, "run-old"))
+    catch_up()
+    retention.expire(NOW)
+    assert not state_runs(Classification) and not state_runs(ToolDecision)
+    classifications, links = kind_total(keys.CLASSIFICATION), kind_total(keys.TOOL_LINK)
+    verdicts = kind_total(keys.VERDICT)
+    assert classifications == 1 and links > 0
+
+    # A re-asked rung-1 attempt of the expired call and an outcome of the expired decision,
+    # posted late (older than retention: ingest takes them, the catch-up folds them in).
+    late = [
+        at(5, kind="classifier.verdict", run_id="run-old",
+           data={"toolCallId": "call-1", "rung": 1, "reask": True}),
+        at(5, kind="tool_choice.outcome", run_id="run-old", data={"called": ["grep"]}),
+    ]  # fmt: skip
+    assert store(alice, *late).accepted == 2
+    catch_up()
+
+    assert kind_total(keys.VERDICT) == verdicts + 1  # the record itself counts
+    assert kind_total(keys.CLASSIFICATION) == classifications  # its call counted once, as before
+    assert kind_total(keys.TOOL_LINK) == links  # an outcome without its pick joins nothing
+    assert not Rollup.objects.filter(count__lt=0).exists()
+    assert list(ToolMiss.objects.values_list("run_id", "misses")) == [("run-old", 1)]
+    # Their new state goes at the next expiry, with the late records themselves.
+    assert state_runs(Classification) == state_runs(ToolDecision) == {"run-old"}
+    result = retention.expire(NOW)
+    assert result.side_rows_deleted == 2
+    assert not state_runs(Classification) and not state_runs(ToolDecision)
+    assert not Record.objects.exists()
+
+
+@pytest.mark.both_dbs
+def test_the_state_waits_while_a_record_past_retention_is_not_folded_in(alice, retain):
+    retain(3)
+    store(alice, *a_run(5, "run-old"))
+    catch_up()
+    store(alice, at(6, id="unfolded", run_id="run-other"))
+
+    result = retention.expire(NOW)
+
+    assert result.side_waiting == ["acme"]
+    assert state_runs(Classification) == state_runs(ToolDecision) == {"run-old"}
+    catch_up()
+    assert retention.expire(NOW).side_rows_deleted == 2
+    assert not state_runs(Classification) and not state_runs(ToolDecision)
+
+
+@pytest.mark.both_dbs
+def test_tool_misses_and_any_state_left_go_with_their_run(alice, bob, retain):
+    retain(3, rollups=20)
+    store(alice, *a_run(25, "run-ancient"), *a_run(5, "run-old"))
+    store(bob, *a_run(25, "run-ancient"))
+    catch_up()
+    # A record past retention not folded in yet: alice's state waits for it...
+    store(alice, at(6, id="unfolded", run_id="run-other"))
+
+    result = retention.expire(NOW)
+
+    # ... except the state of her runs past the rollups' horizon, which goes with the runs.
+    assert result.side_waiting == ["acme"]
+    assert result.runs_deleted == 2
+    assert result.tool_misses_deleted == 2
+    assert set(Run.objects.values_list("run_id", flat=True)) >= {"run-old"}
+    assert not Run.objects.filter(run_id="run-ancient").exists()
+    for model in (Classification, ToolDecision, ToolMiss):
+        assert set(model.objects.values_list("project__name", "run_id")) == {("acme", "run-old")}, (
+            model
+        )
+
+
+def test_the_keys_of_an_expired_day_are_deleted_by_index_whatever_the_statistics(alice, postgres):
+    day = TODAY - timedelta(days=2)
+    name = partitions.day_name(day)
+    start, _ = partitions.day_bounds(day)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH ins AS (INSERT INTO records_record (project_id, record_key, kind, run_id, ts, "
+            "received_at, is_swap, is_fallback, is_error, is_contract_break, rollup_key, "
+            "has_violation, data, derived) SELECT %s, 'k' || n, 'turn', 'run', %s, %s, false, "
+            "false, false, false, '', false, '{}', '{}' FROM generate_series(1, 30000) AS n "
+            "RETURNING project_id, record_key) "
+            "INSERT INTO records_recordkey (project_id, record_key) SELECT * FROM ins",
+            [alice.project.pk, start + timedelta(hours=1), NOW],
+        )
+        # Statistics, as the catch-up's ANALYZE gives every partition: a hash join looks
+        # cheaper to the planner, and it would read the whole keys table in every batch.
+        cursor.execute(f"ANALYZE {name}")
+        cursor.execute(f"ANALYZE {partitions.KEYS}")
+        cursor.execute(f"ALTER TABLE {partitions.PARENT} DETACH PARTITION {name}")
+        cursor.execute("SELECT min(id) FROM " + name)
+        (low,) = cursor.fetchone()
+        cursor.execute(partitions.KEY_DELETE_PLAN)
+        cursor.execute("EXPLAIN " + partitions.KEY_DELETE.format(table=name), [low, low + 50_000])
+        plan = "\n".join(line for (line,) in cursor.fetchall())
+        cursor.execute(
+            "RESET enable_hashjoin; RESET enable_mergejoin; RESET jit; RESET synchronous_commit"
+        )
+    assert f"Index Scan using {partitions.KEYS}_pkey" in plan, plan
+    assert f"Seq Scan on {partitions.KEYS}" not in plan, plan
+
+    assert partitions.drop_expired(name) == 30_000
+    assert not RecordKey.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_keys_are_vacuumed_once_their_dead_rows_reach_a_share_of_the_live_ones(postgres):
+    from records.models import Project
+
+    def counters() -> tuple[int, int]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute(
+                "SELECT n_dead_tup, n_live_tup FROM pg_stat_user_tables WHERE relname = %s",
+                [partitions.KEYS],
+            )
+            return cursor.fetchone()
+
+    def vacuum() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(f"VACUUM {partitions.KEYS}")
+
+    # Counts of earlier tests' rolled-back keys still on their way to the statistics (a
+    # backend sends its counters at most once a second) land first; then a VACUUM sets them.
+    vacuum()
+    time.sleep(1.2)
+    counters()
+    vacuum()
+    project = Project.objects.create(name="vacuumed")
+    RecordKey.objects.bulk_create(
+        RecordKey(project=project, record_key=f"k{n}") for n in range(500)
+    )
+    RecordKey.objects.filter(record_key__in=[f"k{n}" for n in range(200)]).delete()
+    deadline = time.monotonic() + 15
+    while counters() != (200, 300):  # counted a moment after the commit
+        assert time.monotonic() < deadline, counters()
+        time.sleep(0.3)
+
+    assert not retention.vacuum_keys(share=0.7)  # 200 dead of 300 live: below 70 %
+    assert retention.vacuum_keys(share=0.5)
+    assert counters() == (0, 300)
 
 
 # --- idempotency across partitions --------------------------------------------------------------
