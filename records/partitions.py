@@ -92,7 +92,7 @@ def existing_days() -> set[date]:
 
 # No column statistics on the JSON bodies: no plan filters on them, and collecting them was
 # half the time of an ANALYZE of a partition (records.rollup.analyze_if_grown). Set on the
-# parent by migration 0012 (which reaches the partitions then there) and on every new one.
+# parent by migration 0013 (which reaches the partitions then there) and on every new one.
 NO_STATISTICS = "ALTER COLUMN data SET STATISTICS 0, ALTER COLUMN derived SET STATISTICS 0"
 
 

@@ -24,6 +24,6 @@ def backwards(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("records", "0011_session_and_notice_indexes")]
+    dependencies = [("records", "0012_tool_miss_run_index")]
 
     operations = [migrations.RunPython(forwards, backwards)]
