@@ -14,8 +14,8 @@ On a scratch database (decisionboard_bench_scale, dropped at the end unless --ke
    the runs list, a run, the classifiers page and the metrics API, each as a ratio to the goal
    (150 ms, DESIGN §9): under 1 meets it.
 3. The database's size per million records (and the records table's alone).
-4. [RETENTION: time to expire one day; the retention helper's measurement goes in
-   `expire_one_day` below.]
+4. The time to expire the oldest day as records.retention does (bench/retention.py): DETACH,
+   the day's keys deleted, DROP (goal < 1 s); the VACUUM of the keys after, timed apart.
 5. Catch-up lanes: `lane-records` more records, spread evenly over `lane-projects` projects,
    COPYed on top (not analysed: the statistics lag a burst), are folded by 1, 2 and 4 lanes, each
    lane a process of its own running `records.rollup.catch_up(lane=k)` as a Celery worker would,
@@ -192,26 +192,28 @@ def measure_pages(project, requests: int) -> list[tuple[str, float]]:
 def database_size(records: int) -> None:
     from django.db import connection
 
+    from bench.retention import size_per_million
+
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_database_size(current_database())")
         total = cursor.fetchone()[0]
-        cursor.execute("SELECT pg_total_relation_size('records_record')")
-        table = cursor.fetchone()[0]
+    # The partitioned parent has no storage of its own: its partitions, summed, are the table.
+    size = size_per_million()
     per = 1_000_000 / records
     print(f"database size: {total / 2**20:,.0f} MiB, {total * per / 2**20:,.0f} MiB per million "
-          f"records (the records table with its indexes: {table * per / 2**20:,.0f} MiB per "
-          "million)", flush=True)  # fmt: skip
+          f"records (the records table with its indexes: {size['records_mb']:,.0f} MiB per "
+          f"million; their keys: {size['keys_mb']:,.0f} MiB per million)", flush=True)  # fmt: skip
 
 
 # --- retention -----------------------------------------------------------------------------
 
 
-def expire_one_day() -> float | None:
-    """The time to expire the oldest day of records as records.retention does (bench/retention.py:
-    DETACH, the keys' cleanup, DROP), goal < 1 s."""
+def expire_one_day() -> dict:
+    """Expire the oldest day of records as records.retention does (bench/retention.py: DETACH,
+    the keys' cleanup, DROP), goal < 1 s; timed step by step."""
     from bench.retention import expire_oldest_day
 
-    return expire_oldest_day()["expire_s"]
+    return expire_oldest_day()
 
 
 # --- catch-up lanes ------------------------------------------------------------------------
@@ -376,8 +378,10 @@ def run(args) -> None:
               flush=True)  # fmt: skip
         database_size(args.records)
         expired = expire_one_day()
-        print("expire one day: " + ("not measured yet (retention, issue 16 part 1)"
-              if expired is None else f"{expired:.2f} s (goal < 1 s)"), flush=True)  # fmt: skip
+        print(f"expire one day ({expired['records']:,} records): {expired['expire_s']:.2f} s "
+              f"(goal < 1 s): detach {expired['detach_s']:.3f} s, the day's keys deleted and the "
+              f"partition dropped {expired['keys_and_drop_s']:.2f} s; VACUUM of the keys after "
+              f"(maintenance, apart) {expired['vacuum_keys_s']:.2f} s", flush=True)  # fmt: skip
 
     lane_projects = [Project.objects.create(name=f"lane-{i}") for i in range(args.lane_projects)]
     first, last, seconds = load(lane_projects, args.lane_records,
