@@ -966,7 +966,7 @@ def _dirty_segments(keys: list[tuple], last_id: int) -> dict[tuple, streaks.Segm
         sql = (
             f"SELECT model, ts, record_key, outcome FROM {Record._meta.db_table} "
             f"WHERE project_id = %s AND kind = %s AND model IN ({', '.join(['%s'] * len(models))}) "
-            f"AND id <= %s AND ({where}) ORDER BY ts, record_key"
+            f"AND id <= %s AND ({where}) ORDER BY ts, record_key{_CODEPOINTS[connection.vendor]}"
         )
         params = [project, VERDICT, *sorted(models), last_id,
                   *(_db_time(t) for span in spans for t in span)]  # fmt: skip
@@ -987,6 +987,11 @@ def _dirty_segments(keys: list[tuple], last_id: int) -> dict[tuple, streaks.Segm
                         pending[key].append((outcome, ts, record_key))
         fold_pending()
     return out
+
+
+# Record keys in code point order, as Python compares them (streaks.of_verdicts): whatever the
+# database's collation on PostgreSQL; SQLite's default (BINARY) already is.
+_CODEPOINTS = {"postgresql": ' COLLATE "C"', "sqlite": ""}
 
 
 def _spans(minutes: list[datetime], most: int = 50) -> list[tuple[datetime, datetime]]:
