@@ -209,17 +209,9 @@ def _add_pick(cells, project, hour, data: dict, state: dict) -> None:
 def _count_tool(cells, prefix: tuple, values: tuple):
     """Count one in the TOOL cell of `prefix` (project, hour, TOOL, agent, model) and `values`
     (its key's fields); returns the cell."""
-    key = _TOOL_KEYS.get(values)
-    if key is None:
-        key = _TOOL_KEYS[values] = _key(TOOL, *values)
-        if len(_TOOL_KEYS) > 100_000:
-            _TOOL_KEYS.clear()
-    cell = cells[(*prefix, key)]
+    cell = cells[(*prefix, _key(TOOL, *values))]
     cell.count += 1
     return cell
-
-
-_TOOL_KEYS: dict[tuple, str] = {}  # _key(TOOL, ...) by its values, the tuple built once
 
 
 def _add_turn(cells, project, hour, agent, latency, is_error, derived: dict) -> None:
