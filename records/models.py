@@ -284,7 +284,13 @@ class Rollup(models.Model):
     computed from these rows only (records.metrics), never from raw records.
     """
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    # Written by the catch-up only, and derived from the records: no index of its own (the
+    # unique key leads with the project) and no constraint in the database (each row it
+    # inserted cost a check at commit). Deleting a project still deletes these (Django's
+    # cascade), and a rebuild writes them again from the records.
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     grain = models.CharField(max_length=6, choices=Grain.choices)
     bucket = models.DateTimeField()
     kind = models.CharField(max_length=40)
@@ -305,7 +311,7 @@ class Rollup(models.Model):
             )
         ]
         # No second index: the unique key's (project, grain, bucket) prefix serves the metric
-        # reads, and every index slows the catch-up's inserts.
+        # reads.
 
     def __str__(self) -> str:
         return f"{self.kind} {self.grain} {self.bucket:%Y-%m-%dT%H:%M} {self.model} {self.key}"
@@ -321,7 +327,13 @@ class Classification(models.Model):
     exactly the contribution these fields describe, so a change moves that contribution.
     """
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    # Written by the catch-up only, and derived from the records: no index of its own (the
+    # unique key leads with the project) and no constraint in the database (each row it
+    # inserted cost a check at commit). Deleting a project still deletes these (Django's
+    # cascade), and a rebuild writes them again from the records.
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     run_id = models.CharField(max_length=200)
     tool_call_id = models.CharField(max_length=200)
     first_ts = models.DateTimeField(null=True, blank=True)
@@ -351,7 +363,13 @@ class ToolDecision(models.Model):
     whose two sides are both here, so a change of either side moves that contribution.
     """
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    # Written by the catch-up only, and derived from the records: no index of its own (the
+    # unique key leads with the project) and no constraint in the database (each row it
+    # inserted cost a check at commit). Deleting a project still deletes these (Django's
+    # cascade), and a rebuild writes them again from the records.
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     run_id = models.CharField(max_length=200)
     iteration = models.IntegerField()
     pick = models.TextField(default="", blank=True)
@@ -373,7 +391,13 @@ class ToolMiss(models.Model):
     and not served), kept by the catch-up pass with the TOOL_LINK rows, so that a tool's page
     lists the runs where it was missed without reading a record. A row at zero is deleted."""
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    # Written by the catch-up only, and derived from the records: no index of its own (the
+    # unique key leads with the project) and no constraint in the database (each row it
+    # inserted cost a check at commit). Deleting a project still deletes these (Django's
+    # cascade), and a rebuild writes them again from the records.
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     tool = models.CharField(max_length=200)
     run_id = models.CharField(max_length=200)
     misses = models.IntegerField(default=0)
@@ -411,7 +435,13 @@ class Streak(models.Model):
 class StreakSegment(models.Model):
     """records.streaks.Segment of one model's verdicts in one minute, hour or day."""
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    # Written by the catch-up only, and derived from the records: no index of its own (the
+    # unique key leads with the project) and no constraint in the database (each row it
+    # inserted cost a check at commit). Deleting a project still deletes these (Django's
+    # cascade), and a rebuild writes them again from the records.
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     model = models.CharField(max_length=200)
     grain = models.CharField(max_length=6, choices=Grain.choices)
     bucket = models.DateTimeField()

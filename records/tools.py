@@ -70,6 +70,7 @@ import orjson
 from django.db import connection
 
 from records import keys
+from records.buckets import bucket_of, minute_of
 from records.keys import (
     NARROWING,
     OUTCOME,
@@ -224,8 +225,7 @@ def _add_turn(cells, project, hour, agent, latency, is_error, derived: dict) -> 
         )
         cell = _add(cells, project, hour, TOOL_CALL, agent, "", key)
         if latency is not None:
-            cell.latency_sum += latency
-            cell.sketch.add(latency)
+            cell.add_latency(latency)
 
 
 # --- decisions -----------------------------------------------------------------------------------
@@ -293,7 +293,7 @@ def add(batch, project, kind, agent, model, ts, run_id, record_key, iteration, l
     the records of KINDS, with the JSON the pass reads for them (a turn's derived fields, a
     pick's or outcome's data)."""
     hourly = batch.tool_hourly
-    hour = ts.replace(minute=0, second=0, microsecond=0)
+    hour = bucket_of(minute_of(ts), Grain.HOUR)
     body = orjson.loads(text) if text else {}
     if kind == TURN:
         _add_turn(hourly, project, hour, agent or "", latency, is_error, body)
@@ -343,11 +343,11 @@ class _Hourly:
         self.cells = cells
 
     def grains(self) -> dict:
-        from records.rollup import _Cell, truncate
+        from records.rollup import _Cell, bucket_of
 
         days: dict[tuple, _Cell] = defaultdict(_Cell)
         for (project, bucket, *rest), cell in self.cells.items():
-            days[(project, truncate(bucket, Grain.DAY), *rest)].merge(cell)
+            days[(project, bucket_of(bucket, Grain.DAY), *rest)].merge(cell)
         return {Grain.HOUR: self.cells, Grain.DAY: days}
 
 
