@@ -193,6 +193,9 @@ class _Batch:
         # earliest pick, the earliest outcome] of this pass's decisions
         self.tool_hourly: dict[tuple, _Cell] = defaultdict(_Cell)
         self.tool_sides: dict[tuple, list] = defaultdict(lambda: [None, None])
+        # (project, run_id) of the runs that earlier passes folded records of: only those can
+        # have stored state to read (_runs_folded_before)
+        self.runs_folded_before: set[tuple[int, str]] = set()
 
     def add(self, row: tuple) -> None:
         (record_id, project, kind, agent, model, key, ts, latency, t_in, t_out, run_id,
@@ -407,6 +410,7 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
             for row in rows:
                 batch.add(row)
         if count:
+            batch.runs_folded_before = _runs_folded_before(batch)
             _merge_classifications(batch)
             tools.fold(batch)  # records.tools: tool decisions and their rollup rows
             _flag_repeated_notices(batch, watermark.last_id)
@@ -586,6 +590,27 @@ def _models_named(model: str | None, named: str | None) -> list[str]:
     return [model] if model else []
 
 
+def _runs_folded_before(batch: _Batch) -> set[tuple[int, str]]:
+    """The runs of the pass's classifications, tool decisions and once-per-run notices that
+    earlier passes folded records of (their record_count, which only the pass moves, is above 0).
+
+    A run new to the catch-up has no stored classification, tool decision or folded notice:
+    ingest creates it with a count of 0, a rebuild sets it back to 0 as it drops that state, and
+    retention deletes the state with the run or before it. So the reads of stored state ask for
+    these runs only: most runs of a live pass are new (agents flush a run when it ends), and a
+    pass's share of those reads was a tenth of it.
+    """
+    wanted = {key[:2] for key in batch.attempts}
+    wanted.update(key[:2] for key in batch.tool_sides)
+    wanted.update(key[:2] for key in batch.once_notices)
+    if not wanted:
+        return set()
+    columns = ("project_id", "run_id")
+    rows = rows_by_keys(_RUN, columns, ("bigint", "text"), (*columns, "record_count"),
+                        list(wanted))  # fmt: skip
+    return {(project, run_id) for project, run_id, folded in rows if folded}
+
+
 def _merge_classifications(batch: _Batch) -> None:
     """Fold this pass's verdict attempts into their classifications (DESIGN §4, ladder
     fallback rate) and move each changed classification's count in the CLASSIFICATION rollups.
@@ -594,7 +619,8 @@ def _merge_classifications(batch: _Batch) -> None:
     """
     if not batch.attempts:
         return
-    stored = _stored_classifications(list(batch.attempts))
+    known = batch.runs_folded_before
+    stored = _stored_classifications([key for key in batch.attempts if key[:2] in known])
     changed = []
     for key, attempts in batch.attempts.items():
         before = stored.get(key)
@@ -691,6 +717,8 @@ def rows_by_keys(table: str, key_columns: tuple, key_types: tuple, columns: tupl
 def _stored_classifications(keys: list[tuple]) -> dict[tuple, tuple]:
     """{(project, run_id, toolCallId): its _CLASSIFICATION_STATE} of the stored ones."""
     out: dict[tuple, tuple] = {}
+    if not keys:
+        return out
     key_columns = ("project_id", "run_id", "tool_call_id")
     rows = rows_by_keys(_CLASSIFICATION, key_columns, ("bigint", "text", "text"),
                         (*key_columns, *_CLASSIFICATION_STATE), keys)  # fmt: skip
@@ -712,7 +740,8 @@ def _flag_repeated_notices(batch: _Batch, folded_upto: int) -> None:
     seen: Counter = Counter()
     wanted: dict[int, set] = defaultdict(set)
     for project, run_id, _ in batch.once_notices:
-        wanted[project].add(run_id)
+        if (project, run_id) in batch.runs_folded_before:  # others have no notice folded in
+            wanted[project].add(run_id)
     for project, run_ids in wanted.items():
         rows = Record.objects.filter(
             project_id=project, run_id__in=sorted(run_ids), kind=NOTICE, id__lte=folded_upto

@@ -320,7 +320,8 @@ def fold(batch) -> None:
 
 
 def _fold_decisions(batch, hourly, sides: dict) -> None:
-    stored = _stored(list(sides))
+    known = batch.runs_folded_before  # only their decisions can be stored (records.rollup)
+    stored = _stored([key for key in sides if key[:2] in known])
     changed = []
     misses: dict[tuple, int] = defaultdict(int)  # (project, tool, run_id) -> change
     for key, (pick, outcome) in sides.items():
@@ -395,6 +396,8 @@ def _stored(keys_: list[tuple]) -> dict[tuple, tuple]:
     from records.rollup import rows_by_keys  # (records.rollup calls this module)
 
     out: dict[tuple, tuple] = {}
+    if not keys_:
+        return out
     key_columns = ("project_id", "run_id", "iteration")
     rows = rows_by_keys(_DECISION, key_columns, ("bigint", "text", "int"),
                         (*key_columns, "pick", "outcome"), keys_)  # fmt: skip
