@@ -220,7 +220,7 @@ class _Batch:
             run.last_ts = ts
         run.kinds[kind] += 1
         if named:
-            for name in _models_named(model, named):
+            for name in _NAMED.get(named) or _models_named(model, named):
                 run.models[name] += 1
         elif model:
             run.models[model] += 1
@@ -241,13 +241,13 @@ class _Batch:
                       latency, error, body)  # fmt: skip
         elif kind == VERDICT and model:
             self.verdicts[(project, model, minute)].append((outcome, ts, record_key))
-            fields = keys.decode(VERDICT, key)
+            fields = _DECODED.get((VERDICT, key)) or _decoded(VERDICT, key)
             if tool_call_id:
                 self.attempts[(project, run_id, tool_call_id)].append(
                     (fields["attempt"], ts, record_key, fields["seat"], agent or "")
                 )
         elif kind == NOTICE:
-            code = keys.decode(NOTICE, key)["code"]
+            code = (_DECODED.get((NOTICE, key)) or _decoded(NOTICE, key))["code"]
             if code in ONCE_PER_RUN_NOTICES:
                 self.once_notices[(project, run_id, code)].append(
                     (record_id, minute, agent or "", model or "")
@@ -586,8 +586,25 @@ def _parse_time(value) -> datetime:
 
 def _models_named(model: str | None, named: str | None) -> list[str]:
     if named:
-        return [keys.unescape(n) for n in named.strip("|").split("|")]
+        if len(_NAMED) > 10_000:
+            _NAMED.clear()
+        models = _NAMED[named] = [keys.unescape(n) for n in named.strip("|").split("|")]
+        return models
     return [model] if model else []
+
+
+# The pass's memos of what it parses again and again: the few model lists records name, and
+# the rollup keys of verdicts and notices (read only: shared by every record of the key).
+_NAMED: dict[str, list[str]] = {}
+_DECODED: dict[tuple[str, str], dict[str, str]] = {}
+
+
+def _decoded(kind: str, key: str) -> dict[str, str]:
+    """keys.decode(kind, key), memoised."""
+    if len(_DECODED) > 10_000:
+        _DECODED.clear()
+    fields = _DECODED[(kind, key)] = keys.decode(kind, key)
+    return fields
 
 
 def _runs_folded_before(batch: _Batch) -> set[tuple[int, str]]:
