@@ -1,7 +1,7 @@
 """Soak: sustained out-of-order ingest while an operator reads (DESIGN §9, issue 12).
 
     .venv/bin/python bench/soak.py [--minutes 10] [--rate 3000] [--clients 2] [--backlog 200000]
-                                   [--database decisionboard_bench_soak]
+                                   [--read-pause 0.2] [--database decisionboard_bench_soak]
 
 Killed (SIGTERM, SIGINT, SIGHUP, `timeout`), it stops the gunicorn and Celery workers it started
 before it exits (bench.common.exit_on_signals); a second signal kills them at once.
@@ -15,7 +15,10 @@ gunicorn.conf.py and the Celery workers with beat (workers.processes.worker_comm
    timestamps spread over the 30 minutes before it is sent: agents flush a run when it ends, so
    records arrive up to half an hour late, a third of them verdicts or picks of past minutes.
    Meanwhile a reader requests, one after another, the overview, the runs list, a run, the
-   classifiers page and the metrics API (a latency percentile by model, per minute); and a
+   classifiers page and the metrics API (a latency percentile by model, per minute), with
+   `read-pause` seconds between requests (0.2: about five a second, a busy team of operators
+   and dashboards; back to back, the reader alone keeps a web thread and most of a core busy,
+   which the ingest ceiling below does not pay for); and a
    poller reads the records total from the metrics API every 250 ms to time each batch's lag
    (from its 200 to the first poll that counts it).
 2. Drain: the time from the last batch to the rollups counting every record.
@@ -154,8 +157,11 @@ def poll_totals(port: int, key: str, until: float, out) -> None:
     out.send(samples)
 
 
-def read_pages(port: int, session: str, key: str, run_id: str, until: float, out) -> None:
-    """An operator and a dashboard client reading in turn: {name: [seconds]} until `until`."""
+def read_pages(
+    port: int, session: str, key: str, run_id: str, until: float, pause: float, out
+) -> None:
+    """An operator and a dashboard client reading in turn, `pause` seconds between requests:
+    {name: [seconds]} until `until`."""
     client = _Client(port)
     page = {"Cookie": f"sessionid={session}"}
     api = {"Authorization": f"Bearer {key}"}
@@ -175,6 +181,7 @@ def read_pages(port: int, session: str, key: str, run_id: str, until: float, out
             if status != 200:
                 raise RuntimeError(f"{name}: HTTP {status}")
             times[name].append(time.perf_counter() - start)
+            time.sleep(pause)
     times["(reconnects)"] = [client.reconnects]
     out.send(times)
 
@@ -247,7 +254,7 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
                 args=(port, read_key, until + args.drain_limit, poll_out),
                 daemon=True,
             )
-            reading = (port, session, read_key, run_id, until, read_out)
+            reading = (port, session, read_key, run_id, until, args.read_pause, read_out)
             reader = fork.Process(target=read_pages, args=reading, daemon=True)
             poller.start()
             reader.start()
@@ -342,6 +349,12 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=200_000)
     parser.add_argument("--drain-limit", type=float, default=120, help="seconds to wait")
     parser.add_argument(
+        "--read-pause",
+        type=float,
+        default=0.2,
+        help="seconds between the reader's requests (0: back to back, a core's worth of reads)",
+    )
+    parser.add_argument(
         "--database", default="decisionboard_bench_soak", help="the scratch database (recreated)"
     )
     args = parser.parse_args()
@@ -371,7 +384,8 @@ def main() -> None:
         f"sustained ratio {ratio:.2f} (goal >= 0.5 at the highest rate that keeps up)"
     )
     reconnects = result["reads"].pop("(reconnects)", [0])[0]
-    print(f"the reader's connection was closed by the server {reconnects} time(s) (sent again)")
+    print(f"the reader's connection was closed by the server {reconnects} time(s) (sent again); "
+          f"{args.read_pause:g} s between its requests")  # fmt: skip
     for name, samples in result["reads"].items():
         p95 = _p(samples, 0.95) * 1000
         print(f"{name:12} {len(samples):5} calls  p50 {_p(samples, 0.5) * 1000:7.1f} ms  "

@@ -25,7 +25,7 @@ import queue
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -405,10 +405,12 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
     batch = _Batch()
     count = 0
     with _collector_paused():
-        for rows in _fetch(watermark.last_id, last_id, lane, lanes):
-            count += len(rows)
-            for row in rows:
-                batch.add(row)
+        # Closed at once if folding fails: its read-ahead thread is done before the rollback.
+        with closing(_fetch(watermark.last_id, last_id, lane, lanes)) as chunks:
+            for rows in chunks:
+                count += len(rows)
+                for row in rows:
+                    batch.add(row)
         if count:
             batch.runs_folded_before = _runs_folded_before(batch)
             _merge_classifications(batch)

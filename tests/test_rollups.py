@@ -510,3 +510,60 @@ def test_the_catch_up_loads_timestamps_as_django_does(postgres):
         assert cursor.cursor.adapters.get_loader(1184, 0).__module__.startswith("psycopg_binary")
     assert fast == django_loaded
     assert [repr(t.tzinfo) for (t,) in fast if t] == [repr(t.tzinfo) for (t,) in django_loaded if t]
+
+
+def _readers_alive() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "catch-up read-ahead"]
+
+
+def test_a_fold_that_fails_mid_read_leaves_nothing_behind_and_no_reader(alice, monkeypatch):
+    """The pass's rows are read ahead by a thread (records.rollup._read_ahead): a fold that
+    fails half way through them stops it before the transaction rolls back, and the next
+    pass, on the same connection, folds everything as if nothing had happened."""
+    ingest(alice, rollup_data.build(700, seed=12))
+    rollup.catch_up()
+    clean = _snapshot(alice.project)
+    start = _forget_rollups(alice.project)
+    monkeypatch.setattr(rollup, "_CHUNK", 64)
+    folded = 0
+    add = rollup._Batch.add
+
+    def dies_half_way(self, row):
+        nonlocal folded
+        folded += 1
+        if folded == 300:
+            raise RuntimeError("worker killed")
+        add(self, row)
+
+    monkeypatch.setattr(rollup._Batch, "add", dies_half_way)
+    with pytest.raises(RuntimeError):
+        rollup.run_pass(10_000)
+    assert _readers_alive() == []
+    assert Watermark.objects.get(name=rollup.WATERMARK).last_id == start
+    assert not Rollup.objects.exists()
+    monkeypatch.setattr(rollup._Batch, "add", add)
+    rollup.catch_up(batch_size=10_000)
+    assert _snapshot(alice.project) == clean
+    assert _readers_alive() == []
+
+
+def test_a_database_error_while_reading_ahead_is_raised_as_djangos(postgres):
+    """An outage while the thread reads reaches the pass as Django's error, the one the
+    catch-up task retries (config.outage.DATABASE_UNAVAILABLE)."""
+    from django.db import OperationalError
+
+    chunks = iter([[(1,)], psycopg.OperationalError("server closed the connection")])
+
+    def fetch(size):
+        chunk = next(chunks)
+        if isinstance(chunk, Exception):
+            raise chunk
+        return chunk
+
+    read = rollup._read_ahead(fetch, 10)
+    assert next(read) == [(1,)]
+    with pytest.raises(OperationalError, match="server closed"):
+        next(read)
+    assert _readers_alive() == []
