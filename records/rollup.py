@@ -189,9 +189,10 @@ class _Batch:
         self.attempts: dict[tuple, list[tuple]] = defaultdict(list)
         # (project, run_id, code) -> [(id, minute, agent, model)] of once-per-run notices
         self.once_notices: dict[tuple, list[tuple]] = defaultdict(list)
-        # records.tools: the hourly tool cells, and (project, run_id, iteration) -> [the
-        # earliest pick, the earliest outcome] of this pass's decisions
+        # records.tools: the hourly tool cells, the picks' tool tallies, and (project, run_id,
+        # iteration) -> [the earliest pick, the earliest outcome] of this pass's decisions
         self.tool_hourly: dict[tuple, _Cell] = defaultdict(_Cell)
+        self.tool_tallies: dict[tuple, dict] = {}  # the picks' TOOL rows (records.tools)
         self.tool_sides: dict[tuple, list] = defaultdict(lambda: [None, None])
         # (project, run_id) of the runs that earlier passes folded records of: only those can
         # have stored state to read (_runs_folded_before)

@@ -179,8 +179,10 @@ def _add(cells, project, bucket, kind, agent, model, key, n=1, t_in=0, t_out=0, 
     return cell
 
 
-def _add_pick(cells, project, hour, data: dict, state: dict) -> None:
-    """One TOOL cell per tool the pick names (per pick, so written for speed)."""
+def _add_pick(tallies: dict, project, hour, data: dict, state: dict) -> None:
+    """Count the TOOL row of each tool the pick names in `tallies` (per pick, so written for
+    speed): {(project, hour, agent, model): {key values: [count, rank sum, score sum]}}, a
+    dozen of tools a pick, turned into cells once per pass by _tallied_cells."""
     offered, served = state["o"], set(state["s"])
     reason = data.get("narrowedSkipped") or ""
     ranks: dict[str, tuple[int, float]] = {}
@@ -190,29 +192,43 @@ def _add_pick(cells, project, hour, data: dict, state: dict) -> None:
     offered_set = set(offered)
     names = [*offered, *(n for n in state["s"] if n not in offered_set),
              *(n for n in ranks if n not in offered_set and n not in served)]  # fmt: skip
-    prefix = (project, hour, TOOL, state["a"], state["m"])
+    prefix = (project, hour, state["a"], state["m"])
+    tally = tallies.get(prefix)
+    if tally is None:
+        tally = tallies[prefix] = {}
     for name in names:
         if name in offered_set:
             role = "served" if name in served else "narrowed_out"
             if reason:
-                _count_tool(cells, prefix, (name, "skipped", "0", reason))
+                _tally(tally, (name, "skipped", "0", reason), 0, 0.0)
         else:
             role = "door" if name in served else "unoffered"
         rank = ranks.get(name)
         if rank is None:
-            _count_tool(cells, prefix, (name, role, "0", ""))
+            _tally(tally, (name, role, "0", ""), 0, 0.0)
         else:
-            cell = _count_tool(cells, prefix, (name, role, "top" if rank[0] == 1 else "1", ""))
-            cell.tokens_in += rank[0]
-            cell.latency_sum += rank[1]
+            _tally(tally, (name, role, "top" if rank[0] == 1 else "1", ""), *rank)
 
 
-def _count_tool(cells, prefix: tuple, values: tuple):
-    """Count one in the TOOL cell of `prefix` (project, hour, TOOL, agent, model) and `values`
-    (its key's fields); returns the cell."""
-    cell = cells[(*prefix, _key(TOOL, *values))]
-    cell.count += 1
-    return cell
+def _tally(tally: dict, values: tuple, rank: int, score: float) -> None:
+    counts = tally.get(values)
+    if counts is None:
+        tally[values] = [1, rank, score]
+    else:
+        counts[0] += 1
+        counts[1] += rank
+        counts[2] += score
+
+
+def _tallied_cells(cells, tallies: dict) -> None:
+    """Add the picks' TOOL tallies to the hourly cells: tokens_in the rank, latency_sum the
+    score (see the module's docstring)."""
+    for (project, hour, agent, model), tally in tallies.items():
+        for values, (count, ranks, scores) in tally.items():
+            cell = cells[(project, hour, TOOL, agent, model, _key(TOOL, *values))]
+            cell.count += count
+            cell.tokens_in += ranks
+            cell.latency_sum += scores
 
 
 def _add_turn(cells, project, hour, agent, latency, is_error, derived: dict) -> None:
@@ -299,7 +315,7 @@ def add(batch, project, kind, agent, model, ts, run_id, record_key, iteration, l
         _add_turn(hourly, project, hour, agent or "", latency, is_error, body)
     elif kind == PICK:
         state = _pick_state(ts, record_key, model, agent, body)
-        _add_pick(hourly, project, hour, body, state)
+        _add_pick(batch.tool_tallies, project, hour, body, state)
         side = batch.tool_sides[(project, run_id, iteration)]
         side[0] = _earliest(side[0], state)
     elif kind == OUTCOME:
@@ -316,6 +332,7 @@ def fold(batch) -> None:
     and write the hourly cells."""
     if batch.tool_sides:
         _fold_decisions(batch, batch.tool_hourly, batch.tool_sides)
+    _tallied_cells(batch.tool_hourly, batch.tool_tallies)
     _merge_hourly(batch.tool_hourly)
 
 
