@@ -158,17 +158,21 @@ def keys_delete_before(day) -> tuple[float, int]:
 
 
 def keys_delete_plan(day) -> list[str]:
-    """The plan of records.partitions.KEY_DELETE for `day`, as drop_expired runs it (on the
-    day still attached: the plan of the keys' side is the same once it is detached)."""
+    """The plan of records.partitions.KEY_DELETE for `day`, as drop_expired runs it: once the
+    day is detached (rolled back)."""
     from django.db import connection, transaction
 
     from records import partitions
 
     start, end = partitions.day_bounds(day)
+    name = partitions.day_name(day)
     with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {partitions.PARENT} DETACH PARTITION {name}")
         cursor.execute(partitions.KEY_DELETE_PLAN)
         cursor.execute("EXPLAIN " + partitions.KEY_DELETE, {"day": day, "start": start, "end": end})
-        return [line for (line,) in cursor.fetchall()]
+        plan = [line for (line,) in cursor.fetchall()]
+        transaction.set_rollback(True)
+    return plan
 
 
 def add_keys(project_id: int, count: int, days: list) -> None:
