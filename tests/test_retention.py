@@ -395,11 +395,13 @@ def test_the_keys_of_an_expired_day_are_deleted_by_their_day_whatever_the_statis
     alice, postgres, statistics
 ):
     expired, kept = TODAY - timedelta(days=2), TODAY - timedelta(days=1)
-    insert_records(alice.project.pk, kept, 30_000, "kept-")
+    # Few records: ids are not given back on rollback, and every later test's catch-up walks
+    # them from 0.
+    insert_records(alice.project.pk, kept, 5_000, "kept-")
     if statistics == "before the day":
         with connection.cursor() as cursor:
             cursor.execute(f"ANALYZE {partitions.KEYS}")
-    insert_records(alice.project.pk, expired, 30_000, "old-")
+    insert_records(alice.project.pk, expired, 5_000, "old-")
     name = partitions.day_name(expired)
     with connection.cursor() as cursor:
         if statistics == "analysed":
@@ -424,10 +426,10 @@ def test_the_keys_of_an_expired_day_are_deleted_by_their_day_whatever_the_statis
     assert "Seq Scan on records_recordkey" not in plan, plan
     assert "Nested Loop" not in plan, plan  # left to itself: the day's records once per key
     (table,) = partitions.expired_tables()
-    assert partitions.drop_expired(table) == 30_000
+    assert partitions.drop_expired(table) == 5_000
     assert not partitions.expired_tables()
     # The other day's keys are untouched, with their day.
-    assert RecordKey.objects.count() == 30_000
+    assert RecordKey.objects.count() == 5_000
     assert set(RecordKey.objects.values_list("day", flat=True)) == {kept}
 
 
