@@ -10,11 +10,12 @@
    (records.rollup.analyze_if_grown), and adds --extra-keys keys to the project, as if more of
    its days were kept: the expiry's cost must not grow with them.
 3. Expires the oldest day as records.retention.expire does: DETACH (the moment readers and
-   ingest stop seeing it), then the keys' cleanup and the DROP. The VACUUM of the keys is timed
-   after it, apart: it is follow-up maintenance, not part of the expiry
-   (records.retention.vacuum_keys runs it once the dead keys reach a fifth of the live ones).
-4. For comparison, the next day's keys deleted with the planner's own choice of join (what
-   records.partitions did before KEY_DELETE_PLAN), rolled back.
+   ingest stop seeing it), then the keys' cleanup (by their day, records.partitions.KEY_DELETE)
+   and the DROP. The VACUUM of the keys is timed after it, apart: it is follow-up maintenance,
+   not part of the expiry (records.retention.vacuum_keys runs it once the dead keys reach a
+   fifth of the live ones).
+4. For comparison, the next day's keys deleted as before the keys had a day (BEFORE_KEY_DELETE:
+   the detached table joined to the keys, a primary-key lookup per key), rolled back.
 5. Deletes the next day's records instead, in the batches the per-project retention and SQLite
    use (the ceiling this design avoids), for the ratio.
 
@@ -68,7 +69,7 @@ def size_per_million() -> dict[str, float]:
 
 def expire_oldest_day() -> dict[str, float]:
     """Expire the oldest day partition that holds records as records.retention does, timed
-    step by step: the DETACH, the keys' cleanup with the DROP, the VACUUM of the keys
+    step by step: the DETACH, the keys' cleanup and the DROP, the VACUUM of the keys
     (autovacuum may be off). Records loaded without their keys (a COPY straight into the
     table) make the cleanup look cheaper than ingest's records would: see `keys`."""
     from django.db import connection
@@ -89,7 +90,19 @@ def expire_oldest_day() -> dict[str, float]:
     detached = time.perf_counter()
     if table is None:
         raise RuntimeError(f"could not detach the partition of {day}")
-    keys = partitions.drop_expired(table)
+    delete_s = []
+
+    def time_the_delete(execute, sql, params, many, context):
+        if sql != partitions.KEY_DELETE:
+            return execute(sql, params, many, context)
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            delete_s.append(time.perf_counter() - started)
+
+    with connection.execute_wrapper(time_the_delete):
+        keys = partitions.drop_expired(table)
     dropped = time.perf_counter()
     # Follow-up maintenance, not part of the expiry (see records.retention.vacuum_keys), timed
     # apart: it reads the whole keys table, so it grows with every key kept.
@@ -102,46 +115,79 @@ def expire_oldest_day() -> dict[str, float]:
         "keys": keys,
         "detach_s": detached - start,
         "keys_and_drop_s": dropped - detached,
+        "keys_delete_s": sum(delete_s),  # the statement; the DROP's files go at the commit
         "expire_s": dropped - start,
         "vacuum_keys_s": vacuumed - dropped,
     }
 
 
-def keys_delete_planners_choice(day) -> tuple[float, list[str]]:
-    """Seconds to delete the keys of `day` in records.partitions' batches with the join the
-    planner picks itself (before KEY_DELETE_PLAN), and its plan; rolled back."""
+# How the keys of a detached day were deleted before they had a day (records.partitions until
+# migration 0015): the detached table joined to the keys in batches of ids, one primary-key
+# lookup per key, forced to nested loops (a hash join read the whole keys table in each batch).
+BEFORE_KEY_DELETE_PLAN = (
+    "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL jit = off; "
+    "SET LOCAL synchronous_commit = off"
+)
+BEFORE_KEY_DELETE = (
+    "DELETE FROM records_recordkey k USING {table} e WHERE e.id >= %s AND e.id < %s "
+    "AND k.project_id = e.project_id AND k.record_key = e.record_key"
+)
+
+
+def keys_delete_before(day) -> tuple[float, int]:
+    """Seconds to delete the keys of `day` as before they had a day (BEFORE_KEY_DELETE), and
+    how many; rolled back."""
     from django.db import connection, transaction
 
     from records import partitions
 
     name = partitions.day_name(day)
+    deleted = 0
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"ALTER TABLE {partitions.PARENT} DETACH PARTITION {name}")
+        cursor.execute(BEFORE_KEY_DELETE_PLAN)
+        started = time.perf_counter()
         cursor.execute(f"SELECT min(id), max(id) FROM {name}")
         low, high = cursor.fetchone()
-        sql = partitions.KEY_DELETE.format(table=name)
-        cursor.execute("EXPLAIN " + sql, [low, low + partitions.BATCH])
-        plan = [line for (line,) in cursor.fetchall()]
-        started = time.perf_counter()
         for start in range(low, high + 1, partitions.BATCH):
-            cursor.execute(sql, [start, start + partitions.BATCH])
+            cursor.execute(BEFORE_KEY_DELETE.format(table=name), [start, start + partitions.BATCH])
+            deleted += cursor.rowcount
         seconds = time.perf_counter() - started
         transaction.set_rollback(True)
-    return seconds, plan
+    return seconds, deleted
 
 
-def add_keys(project_id: int, count: int) -> None:
-    """`count` more keys of the project, as if more of its days were kept (no records behind
-    them: the expiry never reads them, it must only not be slowed down by them)."""
+def keys_delete_plan(day) -> list[str]:
+    """The plan of records.partitions.KEY_DELETE for `day`, as drop_expired runs it: once the
+    day is detached (rolled back)."""
+    from django.db import connection, transaction
+
+    from records import partitions
+
+    start, end = partitions.day_bounds(day)
+    name = partitions.day_name(day)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {partitions.PARENT} DETACH PARTITION {name}")
+        cursor.execute(partitions.KEY_DELETE_PLAN)
+        cursor.execute("EXPLAIN " + partitions.KEY_DELETE, {"day": day, "start": start, "end": end})
+        plan = [line for (line,) in cursor.fetchall()]
+        transaction.set_rollback(True)
+    return plan
+
+
+def add_keys(project_id: int, count: int, days: list) -> None:
+    """`count` more keys of the project spread over `days`, as if more of its days were kept (no
+    records behind them: the expiry never reads them, it must only not be slowed down by them)."""
     from django.db import connection
 
     from records import partitions
 
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {partitions.KEYS} (project_id, record_key) "
-            "SELECT %s, 'kept-' || md5(n::text) FROM generate_series(1, %s) AS n",
-            [project_id, count],
+            f"INSERT INTO {partitions.KEYS} (project_id, record_key, day) "
+            "SELECT %s, 'kept-' || md5(n::text), (%s::date[])[1 + mod(n, %s)] "
+            "FROM generate_series(1, %s) AS n",
+            [project_id, days, len(days), count],
         )
         cursor.execute(f"VACUUM (ANALYZE) {partitions.KEYS}")
 
@@ -189,9 +235,9 @@ def load(per_day: int, days: int, first_day) -> int:
             cursor.execute(
                 f"WITH ins AS (INSERT INTO {partitions.PARENT} (record_key, {columns}) "
                 f"SELECT record_key || %(tag)s, {shifted} FROM {partitions.PARENT} "
-                "WHERE ts >= %(start)s AND ts < %(end)s RETURNING project_id, record_key) "
-                f"INSERT INTO {partitions.KEYS} (project_id, record_key) "
-                "SELECT project_id, record_key FROM ins",
+                "WHERE ts >= %(start)s AND ts < %(end)s RETURNING project_id, record_key, ts) "
+                f"INSERT INTO {partitions.KEYS} (project_id, record_key, day) "
+                "SELECT project_id, record_key, (ts AT TIME ZONE 'UTC')::date FROM ins",
                 {"tag": f"-d{n}", "shift": timedelta(days=n), "start": start, "end": end},
             )
             print(
@@ -252,7 +298,8 @@ def main() -> None:
         cursor.execute(f"ANALYZE {partitions.PARENT}, {partitions.KEYS}")
     if args.extra_keys:
         added_at = time.perf_counter()
-        add_keys(project_id, args.extra_keys)
+        kept = partitions.days_between(first_day + timedelta(days=args.days), today)
+        add_keys(project_id, args.extra_keys, kept)
         print(
             f"added {args.extra_keys:,} more keys of the project in "
             f"{time.perf_counter() - added_at:.1f} s",
@@ -262,23 +309,25 @@ def main() -> None:
         cursor.execute(f"SELECT count(*) FROM {partitions.KEYS}")
         (key_count,) = cursor.fetchone()
     print(f"{key_count:,} keys in {partitions.KEYS}", flush=True)
+    plan = keys_delete_plan(first_day)
+    scans = [line.strip().removeprefix("->").strip() for line in plan if " on " in line]
+    print("the keys' delete reads: " + "; ".join(scan.split("  ")[0] for scan in scans))
 
     expired = expire_oldest_day()
     assert expired["keys"] == expired["records"], expired  # every stored record had its key
     print(
         f"expired {expired['day']} ({expired['records']:,} records): detach "
-        f"{expired['detach_s']:.3f} s, keys and drop {expired['keys_and_drop_s']:.2f} s; "
+        f"{expired['detach_s']:.3f} s, keys and drop {expired['keys_and_drop_s']:.2f} s "
+        f"(the keys' DELETE {expired['keys_delete_s']:.2f} s); "
         f"then, as follow-up maintenance apart from the expiry, a VACUUM of the keys "
         f"{expired['vacuum_keys_s']:.2f} s",
         flush=True,
     )
     next_day = first_day + timedelta(days=1)
-    before_s, before_plan = keys_delete_planners_choice(next_day)
-    join = next((line for line in before_plan if "Join" in line or "Loop" in line), "")
-    join = join.strip().removeprefix("->").strip().split("  ")[0]
+    before_s, before_keys = keys_delete_before(next_day)
     print(
-        f"the next day's keys deleted with the planner's own join ({join}): "
-        f"{before_s:.2f} s (rolled back)",
+        f"the next day's {before_keys:,} keys deleted as before they had a day (a primary-key "
+        f"lookup each, from the detached table): {before_s:.2f} s (rolled back)",
         flush=True,
     )
     started = time.perf_counter()

@@ -128,8 +128,9 @@ def load(projects: list, records: int, runs: int, seed: int) -> tuple[int, int, 
         first, last = cursor.fetchone()
         # And the keys ingest keeps beside them (records.store), which expiry cleans up too.
         cursor.execute(
-            f"INSERT INTO {partitions.KEYS} (project_id, record_key) SELECT project_id, "
-            f"record_key FROM {RECORD_TABLE} WHERE id BETWEEN %s AND %s",
+            f"INSERT INTO {partitions.KEYS} (project_id, record_key, day) SELECT project_id, "
+            f"record_key, (ts AT TIME ZONE 'UTC')::date FROM {RECORD_TABLE} "
+            "WHERE id BETWEEN %s AND %s",
             [first, last],
         )
     return first, last, time.perf_counter() - started

@@ -246,14 +246,21 @@ class RecordKey(models.Model):
     unique across days: ingest inserts the key here first (ON CONFLICT DO NOTHING) and stores
     only the records whose key was new, so a resend is a duplicate whatever its `ts`. A key
     lives as long as its record: deleting a record deletes its key (a trigger), and expiring a
-    partition deletes the keys of its records (records.partitions). Empty on SQLite, whose
-    plain records table keeps `record_key_unique`.
+    partition deletes the keys of its day (records.partitions), found by `day` rather than one
+    primary-key lookup each. Empty on SQLite, whose plain records table keeps
+    `record_key_unique`.
     """
 
     pk = models.CompositePrimaryKey("project", "record_key")
     # No index of its own: the primary key's (project_id, record_key) leads with it.
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
     record_key = models.CharField(max_length=200)
+    # The UTC day of the record's ts, so its partition's. Set when the key is inserted, which is
+    # when its record is stored; a resend with another ts is a duplicate and leaves it.
+    day = models.DateField()
+
+    class Meta:
+        indexes = [models.Index(fields=["day"], name="record_key_day")]
 
     def __str__(self) -> str:
         return self.record_key

@@ -2,11 +2,12 @@
 
 This is the ingest hot path, so it skips the ORM (whose bulk_create is ~10x slower than COPY on
 PostgreSQL): PostgreSQL stages the batch with COPY, then one statement inserts the keys into
-RecordKey with ON CONFLICT DO NOTHING, the records whose key was new (into their day's partition,
-records.partitions) and the new runs; SQLite takes its write lock at BEGIN (transaction_mode
-IMMEDIATE), drops the keys already stored and inserts the rest with executemany. Both commit
-before returning, and both count a key repeated inside the batch as a duplicate. A run is
-created on first sight; the catch-up pass widens it and counts its records.
+RecordKey with ON CONFLICT DO NOTHING (each with its record's day), the records whose key was
+new (into their day's partition, records.partitions) and the new runs; SQLite takes its write
+lock at BEGIN (transaction_mode IMMEDIATE), drops the keys already stored and inserts the rest
+with executemany. Both commit before returning, and both count a key repeated inside the batch
+as a duplicate. A run is created on first sight; the catch-up pass widens it and counts its
+records.
 """
 
 from __future__ import annotations
@@ -72,8 +73,10 @@ _PG_INSERT = f"""
 WITH new_keys AS (
     -- The table is partitioned by ts, so the keys' uniqueness lives in RecordKey: a resend is a
     -- duplicate whatever its ts. In key order, so that two batches sharing keys lock alike.
-    INSERT INTO {KEY_TABLE} (project_id, record_key)
-    SELECT %(project)s, record_key FROM ingest_stage ORDER BY record_key
+    -- With its record's UTC day, its partition's: expiring the day deletes its keys by it.
+    INSERT INTO {KEY_TABLE} (project_id, record_key, day)
+    SELECT %(project)s, record_key, (ts AT TIME ZONE 'UTC')::date
+    FROM ingest_stage ORDER BY record_key
     ON CONFLICT (project_id, record_key) DO NOTHING
     RETURNING record_key
 ), ins AS (
