@@ -361,7 +361,7 @@ class _Hourly:
         self.cells = cells
 
     def grains(self) -> dict:
-        from records.rollup import _Cell, bucket_of
+        from records.rollup import _Cell
 
         days: dict[tuple, _Cell] = defaultdict(_Cell)
         for (project, bucket, *rest), cell in self.cells.items():
