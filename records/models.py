@@ -283,6 +283,16 @@ class Grain(models.TextChoices):
     DAY = "day"
 
 
+def catch_up_project() -> models.ForeignKey:
+    """The project of a table only the catch-up writes, derived from the records: no index of
+    its own (each such table's unique key leads with the project) and no constraint in the
+    database (each row a pass inserted cost a check at commit). Deleting a project still
+    deletes the rows (Django's cascade), and a rebuild writes them again from the records."""
+    return models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+
+
 class Rollup(models.Model):
     """Counts, token sums and a latency sketch of one kind's records in one time bucket.
 
@@ -291,13 +301,7 @@ class Rollup(models.Model):
     computed from these rows only (records.metrics), never from raw records.
     """
 
-    # Written by the catch-up only, and derived from the records: no index of its own (the
-    # unique key leads with the project) and no constraint in the database (each row it
-    # inserted cost a check at commit). Deleting a project still deletes these (Django's
-    # cascade), and a rebuild writes them again from the records.
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
-    )
+    project = catch_up_project()
     grain = models.CharField(max_length=6, choices=Grain.choices)
     bucket = models.DateTimeField()
     kind = models.CharField(max_length=40)
@@ -334,13 +338,7 @@ class Classification(models.Model):
     exactly the contribution these fields describe, so a change moves that contribution.
     """
 
-    # Written by the catch-up only, and derived from the records: no index of its own (the
-    # unique key leads with the project) and no constraint in the database (each row it
-    # inserted cost a check at commit). Deleting a project still deletes these (Django's
-    # cascade), and a rebuild writes them again from the records.
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
-    )
+    project = catch_up_project()
     run_id = models.CharField(max_length=200)
     tool_call_id = models.CharField(max_length=200)
     first_ts = models.DateTimeField(null=True, blank=True)
@@ -370,13 +368,7 @@ class ToolDecision(models.Model):
     whose two sides are both here, so a change of either side moves that contribution.
     """
 
-    # Written by the catch-up only, and derived from the records: no index of its own (the
-    # unique key leads with the project) and no constraint in the database (each row it
-    # inserted cost a check at commit). Deleting a project still deletes these (Django's
-    # cascade), and a rebuild writes them again from the records.
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
-    )
+    project = catch_up_project()
     run_id = models.CharField(max_length=200)
     iteration = models.IntegerField()
     pick = models.TextField(default="", blank=True)
@@ -398,13 +390,7 @@ class ToolMiss(models.Model):
     and not served), kept by the catch-up pass with the TOOL_LINK rows, so that a tool's page
     lists the runs where it was missed without reading a record. A row at zero is deleted."""
 
-    # Written by the catch-up only, and derived from the records: no index of its own (the
-    # unique key leads with the project) and no constraint in the database (each row it
-    # inserted cost a check at commit). Deleting a project still deletes these (Django's
-    # cascade), and a rebuild writes them again from the records.
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
-    )
+    project = catch_up_project()
     tool = models.CharField(max_length=200)
     run_id = models.CharField(max_length=200)
     misses = models.IntegerField(default=0)
@@ -442,13 +428,7 @@ class Streak(models.Model):
 class StreakSegment(models.Model):
     """records.streaks.Segment of one model's verdicts in one minute, hour or day."""
 
-    # Written by the catch-up only, and derived from the records: no index of its own (the
-    # unique key leads with the project) and no constraint in the database (each row it
-    # inserted cost a check at commit). Deleting a project still deletes these (Django's
-    # cascade), and a rebuild writes them again from the records.
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
-    )
+    project = catch_up_project()
     model = models.CharField(max_length=200)
     grain = models.CharField(max_length=6, choices=Grain.choices)
     bucket = models.DateTimeField()

@@ -260,6 +260,7 @@ def drop_expired(table: str) -> int:
     whatever the size of the keys table: the detached table is not read."""
     day = expired_day(table)
     start, end = day_bounds(day)
+    in_callers_transaction = connection.in_atomic_block  # (always true inside the block below)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(KEY_DELETE_PLAN)
         cursor.execute(KEY_DELETE, {"day": day, "start": start, "end": end})
@@ -268,7 +269,7 @@ def drop_expired(table: str) -> int:
         # ever the case in tests) would otherwise forbid the DROP.
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute(f"DROP TABLE {table}")
-        if connection.in_atomic_block:  # a caller's transaction goes on: plan as before
+        if in_callers_transaction:  # it goes on after this block: plan as before
             cursor.execute(
                 "RESET enable_seqscan; RESET enable_nestloop; RESET enable_mergejoin; "
                 "RESET synchronous_commit"
