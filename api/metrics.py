@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from api.access import CanRead, project_for_request
 from api.auth import ApiKeyAuthentication
 from records.filters import parse_filters
-from records.freshness import freshness
+from records.freshness import freshness, streaks_freshness
 from records.metrics import METRICS, query_metric
 from records.models import Streak
 
@@ -107,4 +107,12 @@ class StreakView(ReadView):
             }
             for s in streaks
         ]
-        return Response({"results": results, "next": None, "freshness": freshness()})
+        return Response(
+            {
+                "results": results,
+                "next": None,
+                "freshness": freshness(),
+                # Late verdicts wait a few seconds before they count (records.rollup).
+                "streaks": streaks_freshness(project.pk),
+            }
+        )

@@ -19,8 +19,14 @@ from datetime import datetime
 from django.db.models.functions import Mod
 from django.utils import timezone
 
-from records.models import Record
-from records.rollup import lane_watermarks, parse_lane_name
+from records.models import Grain, Record, StreakSegment, Watermark
+from records.rollup import (
+    configured_lanes,
+    lane_of,
+    lane_watermarks,
+    parse_lane_name,
+    streaks_folded_name,
+)
 
 
 def describe(
@@ -111,3 +117,17 @@ def _oldest_pending(last_id: int, lane: int, lanes: int) -> tuple[int, datetime]
         if not above[LANE_WINDOW - 1 : LANE_WINDOW].exists():
             return None  # the lane has nothing above its watermark
     return above.values_list("id", "received_at").first()
+
+
+def streaks_freshness(project_id: int) -> dict:
+    """How settled a project's streaks are: the minutes whose late verdicts are not in them yet
+    (dirty: the workers recompute them at most every rollup.STREAK_SETTLE_SECONDS), and when its
+    lane last recomputed such minutes. Two indexed reads (the dirty minutes' partial index)."""
+    lanes = configured_lanes()
+    folded = (
+        Watermark.objects.filter(name=streaks_folded_name(lane_of(project_id, lanes), lanes))
+        .values_list("last_pass_at", flat=True)
+        .first()
+    )
+    dirty = StreakSegment.objects.filter(project_id=project_id, grain=Grain.MINUTE, dirty=True)
+    return {"dirty_minutes": dirty.count(), "folded_at": folded}

@@ -133,6 +133,12 @@ def lane_watermarks():
     return Watermark.objects.filter(Q(name=WATERMARK) | Q(name__startswith=WATERMARK + ":"))
 
 
+def streaks_folded_name(lane: int, lanes: int) -> str:
+    """The Watermark row whose last_pass_at is when the lane last folded its dirty streak
+    minutes (fold_dirty_streaks); not a lane's watermark (lane_watermarks)."""
+    return "streaks:" + lane_name(lane, lanes)
+
+
 def folded_upto() -> int:
     """The id up to which every record is folded, whichever its lane: the lowest watermark."""
     return min(lane_watermarks().values_list("last_id", flat=True), default=0)
@@ -297,9 +303,11 @@ def catch_up(
     lanes: int | None = None,
     batch_size: int | None = None,
     max_seconds: float = 50.0,
+    streak_settle: float = 0.0,
 ) -> int:
-    """Run passes of `lane` (every lane in turn when None) until caught up (or out of time);
-    returns how many records were folded in."""
+    """Run passes of `lane` (every lane in turn when None) until caught up (or out of time),
+    then recompute the lane's dirty streak minutes unless it did so less than `streak_settle`
+    seconds ago (0: always; see STREAK_SETTLE_SECONDS); returns how many records were folded."""
     lanes = lanes or configured_lanes()
     batch_size = batch_size or DEFAULT_BATCH[connection.vendor]
     deadline = timezone.now() + timedelta(seconds=max_seconds)
@@ -312,9 +320,21 @@ def catch_up(
             if result.caught_up or timezone.now() > deadline:
                 break
             high = None if result.last_id >= result.high else result.high
-        fold_dirty_streaks(lane=one, lanes=lanes)  # the lane's own projects' minutes only
+        # The lane's own projects' minutes only.
+        fold_dirty_streaks(lane=one, lanes=lanes, unless_within=streak_settle)
     analyze_if_grown()  # once per call, and skipped while another lane's call analyses
     return total
+
+
+# How often the workers' catch-up recomputes dirty streak minutes (fold_dirty_streaks) at most.
+# A minute is dirty once a verdict arrives that sorts inside it, and recomputing it reads all of
+# its verdicts again. Records that arrive up to half an hour late dirty every minute of that
+# half hour in every pass, so recomputing after each catch-up call (one every second or two
+# under load) read the last half hour's verdicts again and again: a third of the worker's time
+# in bench/soak.py. Counts, rates and latencies are not held back by it; a streak misses its
+# late verdicts for at most this long (plus one beat tick), and the streaks API says since when
+# (`streaks.folded_at`, `streaks.dirty_minutes`).
+STREAK_SETTLE_SECONDS = 10.0
 
 
 # PostgreSQL plans from table statistics that autovacuum keeps, when it runs (it is off on some
@@ -1016,22 +1036,33 @@ def _fold_upwards(minutes: Iterable[tuple]) -> None:
         )  # fmt: skip
 
 
-def fold_dirty_streaks(*, lane: int = 0, lanes: int | None = None) -> int:
+def fold_dirty_streaks(
+    *, lane: int = 0, lanes: int | None = None, unless_within: float = 0.0
+) -> int:
     """Recompute every dirty minute of the lane's projects from its raw verdicts (those folded
     in: id <= the lane's watermark), then the hours, days and streaks above; returns how many
-    minutes. Holds the lane's watermark lock, so no pass of the lane runs meanwhile."""
+    minutes. Holds the lane's watermark lock, so no pass of the lane runs meanwhile. Skipped
+    (0) when the lane last did so less than `unless_within` seconds ago."""
     lanes = lanes or configured_lanes()
     with transaction.atomic():
         watermark = _lock_watermark(lane, lanes)
         if watermark is None:
             return 0  # the lanes are switching: whichever lane then owns them folds them
+        now = timezone.now()
+        folded, _ = Watermark.objects.get_or_create(name=streaks_folded_name(lane, lanes))
+        if unless_within and folded.last_pass_at and now - folded.last_pass_at < timedelta(
+            seconds=unless_within
+        ):
+            return 0
         _commit_without_flush()
         dirty = StreakSegment.objects.filter(grain=Grain.MINUTE, dirty=True)
         if lanes > 1:
             dirty = dirty.alias(lane=Mod("project_id", lanes)).filter(lane=lane)
         dirty = list(dirty.values_list("project_id", "model", "bucket"))
         if not dirty:
-            return 0
+            return 0  # and the next dirty minute is folded at once
+        folded.last_pass_at = now
+        folded.save(update_fields=["last_pass_at"])
         minutes = _dirty_segments(dirty, watermark.last_id)
         _save_segments(Grain.MINUTE, minutes)
         _fold_upwards(minutes)

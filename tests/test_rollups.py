@@ -7,11 +7,12 @@ import random
 import signal
 import sys
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import psycopg
 import pytest
 from django.apps import apps
+from django.utils import timezone
 
 from records import rollup
 from records.models import Classification, Record, Rollup, Run, Streak, StreakSegment, Watermark
@@ -571,3 +572,48 @@ def test_a_database_error_while_reading_ahead_is_raised_as_djangos(postgres):
     with pytest.raises(OperationalError, match="server closed"):
         next(read)
     assert _readers_alive() == []
+
+
+def _verdict(ts: str, outcome: str) -> dict:
+    data = {"outcome": outcome, "toolCallId": f"call-{ts}"}
+    if outcome == "parse_error":
+        data["form"] = "missing"
+    out = record("classifier.verdict", ts=ts, data=data)
+    if outcome == "parse_error":
+        del out["data"]["verdict"]
+    return out
+
+
+def test_late_verdicts_count_in_the_streak_once_the_workers_settle_interval_passed(alice):
+    """The workers recompute a minute a late verdict fell inside at most every
+    STREAK_SETTLE_SECONDS; until then the streaks API says how many minutes wait."""
+    from workers.tasks import catch_up_task
+
+    def streak():
+        body = alice.client(alice.read_key).get("/api/v1/streaks").json()
+        (only,) = body["results"]
+        return only["current"], only["longest"], body["streaks"]["dirty_minutes"]
+
+    ingest(alice, [_verdict("2026-11-20T09:00:10Z", "parse_error"),
+                   _verdict("2026-11-20T09:00:30Z", "parse_error")])  # fmt: skip
+    catch_up_task.apply()
+    assert streak() == (2, 2, 0)
+    # A ruling inside the minute: the lane has not recomputed a minute yet, so it does at once.
+    ingest(alice, [_verdict("2026-11-20T09:00:20Z", "ruled")])
+    catch_up_task.apply()
+    assert streak() == (1, 1, 0)
+    # Another late verdict within the interval waits, and the API says so.
+    ingest(alice, [_verdict("2026-11-20T09:00:15Z", "parse_error")])
+    catch_up_task.apply()
+    assert streak() == (1, 1, 1)
+    assert StreakSegment.objects.filter(dirty=True).count() == 1
+    # Once the interval has passed since the lane's last recompute, the next call counts it.
+    Watermark.objects.filter(name=rollup.streaks_folded_name(0, 1)).update(
+        last_pass_at=timezone.now() - timedelta(seconds=rollup.STREAK_SETTLE_SECONDS + 1)
+    )
+    catch_up_task.apply()
+    assert streak() == (1, 2, 0)
+    # A direct catch-up (management commands, tests) always recomputes.
+    ingest(alice, [_verdict("2026-11-20T09:00:12Z", "ruled")])
+    rollup.catch_up()
+    assert streak() == (1, 1, 0)
