@@ -1050,8 +1050,10 @@ def fold_dirty_streaks(
             return 0  # the lanes are switching: whichever lane then owns them folds them
         now = timezone.now()
         folded, _ = Watermark.objects.get_or_create(name=streaks_folded_name(lane, lanes))
-        if unless_within and folded.last_pass_at and now - folded.last_pass_at < timedelta(
-            seconds=unless_within
+        if (
+            unless_within
+            and folded.last_pass_at
+            and now - folded.last_pass_at < timedelta(seconds=unless_within)
         ):
             return 0
         _commit_without_flush()
