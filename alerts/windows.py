@@ -28,7 +28,7 @@ from records import keys, reader
 from records.keys import CLASSIFICATION, PICKS, VERDICT
 from records.metrics import METRICS, Quantile, Rate, Row, Total
 from records.models import Grain
-from records.reader import as_sketch
+from records.reader import as_sketch, merge_into
 from records.rollup import truncate
 from records.sketch import Sketch
 
@@ -359,7 +359,7 @@ def collapse(rows: Iterable[Row], since: datetime) -> list[Row]:
         if row.sketch:
             if not cell[4]:  # a second sketch for this key: merge into a copy, not the row's
                 cell[3], cell[4] = _sketch_copy(cell[3]), True
-            cell[3].merge(as_sketch(row.sketch))
+            merge_into(cell[3], row.sketch)
     return [
         Row(since, *key, count, t_in, t_out, sketch)
         for key, (count, t_in, t_out, sketch, _) in cells.items()

@@ -65,6 +65,7 @@ BATCH = 500
 SPREAD = timedelta(minutes=30)
 CHUNK = 20  # batches generated at a time by a client
 CEILING_SECONDS = 20
+RSS_EVERY = 10  # seconds between the RSS samples of web and worker during the load
 
 
 # --- clients (child processes) ------------------------------------------------------------------
@@ -206,6 +207,28 @@ def _p(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+def print_rss_trend(series: list[tuple[float, float, float]], seconds: float) -> None:
+    """The RSS samples of the load's first minute (the processes warm up: imports, caches, the
+    first passes' heaps) and the rest apart: the low and high of each, and the growth from the
+    first half of the rest to the second half (means of each half's samples): a leak grows
+    there, a bounded process does not."""
+    warm = [s for s in series if s[0] < 60]
+    rest = [s for s in series if s[0] >= 60]
+    for name, column in (("web", 1), ("default worker", 2)):
+        if warm:
+            print(f"RSS {name:14} first minute {min(s[column] for s in warm):5.0f}-"
+                  f"{max(s[column] for s in warm):5.0f} MB", end="")  # fmt: skip
+        if len(rest) >= 4:
+            half = len(rest) // 2
+            early = sum(s[column] for s in rest[:half]) / half
+            late = sum(s[column] for s in rest[half:]) / (len(rest) - half)
+            print(f"; after it {min(s[column] for s in rest):5.0f}-"
+                  f"{max(s[column] for s in rest):5.0f} MB, {len(rest)} samples, mean "
+                  f"{early:5.0f} then {late:5.0f} MB ({late - early:+.0f} MB over "
+                  f"{(seconds - 60) / 2 / 60:.1f} min)", end="")  # fmt: skip
+        print()
+
+
 def setup(args):
     from django.contrib.auth import get_user_model
     from django.contrib.sessions.backends.db import SessionStore
@@ -264,11 +287,16 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
             read_out.close()
             shares = [(port, ingest_key, args.rate / args.clients, until, c, 100, 10**9)
                       for c in range(args.clients)]  # fmt: skip
+            rss_series = []  # (seconds into the load, web MB, worker MB) every RSS_EVERY s
             try:
                 with fork.Pool(args.clients) as pool:
                     pending = pool.map_async(post_at_rate, shares)
-                    time.sleep(seconds / 2)
-                    rss["middle"] = (rss_mb(web.pid), rss_mb(worker.pid))
+                    while not pending.ready():
+                        at = time.monotonic() - start
+                        rss_series.append((at, rss_mb(web.pid), rss_mb(worker.pid)))
+                        if "middle" not in rss and at >= seconds / 2:
+                            rss["middle"] = rss_series[-1][1:]
+                        pending.wait(RSS_EVERY)
                     per_client = pending.get()
                 ended = time.monotonic()
                 reads = read_in.recv()
@@ -293,7 +321,7 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
     return {
         "rate": posted / (ended - start), "posted": posted, "lags": lags, "reads": reads,
         "drain": (drained - ended) if drained is not None else None, "rss": rss,
-        "ceiling": ceiling,
+        "rss_series": rss_series, "ceiling": ceiling,
     }  # fmt: skip
 
 
@@ -392,6 +420,7 @@ def main() -> None:
               f"p95 {p95:7.1f} ms  {'ok' if p95 < 150 else 'over 150 ms'}")  # fmt: skip
     for when, (web, worker) in result["rss"].items():
         print(f"RSS {when:6}  web {web:7.0f} MB  default worker {worker:7.0f} MB")
+    print_rss_trend(result["rss_series"], args.minutes * 60)
     if args.backlog:
         rate, copy = shuffled_backlog(args, project)
         print(f"shuffled backlog of {args.backlog:,}: catch-up {rate:,.0f} rec/s, copy "

@@ -31,7 +31,7 @@ from records.keys import (
     VIOLATION,
 )
 from records.models import Grain, StreakSegment
-from records.reader import Row, as_sketch
+from records.reader import Row, merge_into
 from records.rollup import truncate
 from records.schema import SkipReason
 from records.sketch import Sketch
@@ -82,7 +82,7 @@ class Quantile:
         self.sketch = Sketch()
 
     def add(self, sketch: Sketch | dict, _: int = 0) -> None:
-        self.sketch.merge(as_sketch(sketch))
+        merge_into(self.sketch, sketch)
 
     def merge(self, other: Quantile) -> None:
         self.sketch.merge(other.sketch)

@@ -59,6 +59,14 @@ def as_sketch(value: Sketch | dict) -> Sketch:
     return value if isinstance(value, Sketch) else Sketch.from_json(value)
 
 
+def merge_into(sketch: Sketch, value: Sketch | dict) -> None:
+    """Merge a row's sketch (a Sketch, or its stored JSON when read unparsed) into `sketch`."""
+    if isinstance(value, Sketch):
+        sketch.merge(value)
+    else:
+        sketch.merge_stored(value)
+
+
 def read(
     project_id: int,
     grain: str,

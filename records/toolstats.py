@@ -15,7 +15,7 @@ from datetime import datetime
 from records import keys
 from records.keys import NARROWING, SELECTION_LINK, TOOL, TOOL_CALL, TOOL_LINK
 from records.metrics import METRICS, Calibration, Rate
-from records.reader import Row, as_sketch
+from records.reader import Row, merge_into
 from records.sketch import Sketch
 
 # The funnel from offered to called, in order (records.tools: `called` here is a decision's
@@ -108,7 +108,7 @@ def tool_stats(rows: Iterable[Row]) -> dict[str, ToolStats]:
             if k["error"] == "1":
                 s.error_calls += row.count
             if row.sketch:
-                s.sketch.merge(as_sketch(row.sketch))
+                merge_into(s.sketch, row.sketch)
             continue
         if row.kind == TOOL_LINK:
             stage = k["stage"]

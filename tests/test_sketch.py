@@ -61,3 +61,27 @@ def test_it_counts_zero_latencies_apart():
 
 def test_it_has_no_quantile_when_empty():
     assert Sketch().quantile(0.5) is None
+
+
+def test_merging_a_stored_sketch_equals_merging_the_sketch_it_stores():
+    rng = random.Random(4)
+    parts = [Sketch() for _ in range(5)]
+    for part in parts:
+        part.extend(rng.lognormvariate(5, 1.5) for _ in range(rng.randrange(0, 300)))
+        part.extend([0.0] * rng.randrange(0, 3))
+    built, stored = Sketch(), Sketch()
+    for part in parts:
+        built.merge(Sketch.from_json(part.to_json()))
+        stored.merge_stored(part.to_json())
+    assert (stored.bins, stored.zero) == (built.bins, built.zero)
+    for q in (0.5, 0.95, 0.99):
+        assert stored.quantile(q) == built.quantile(q)
+
+
+def test_a_sketch_merged_into_an_empty_one_is_copied_not_shared():
+    source = Sketch()
+    source.extend([1.0, 2.0, 3.0])
+    target = Sketch()
+    target.merge(source)
+    target.add(100.0)
+    assert source.count == 3 and target.count == 4

@@ -38,3 +38,48 @@ def test_the_product_runs_a_worker_for_every_queue():
     assert sorted(q for queues in consumed for q in queues) == sorted(Queue)
     # beat runs once, with the worker that runs the catch-up passes
     assert ["--beat" in c for c in commands] == ["default" in q for q in consumed] == [True, False]
+
+
+_FRAGMENTED_HEAP = """
+import sys
+from workers.memory import give_back_freed_memory
+
+def rss_mb():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) / 1024
+
+base = rss_mb()
+chunks = [bytes(1000) + bytes([i % 256]) for i in range(200_000)]  # ~200 MB on the heap
+pin = bytes(100_000)  # above them (no freed hole fits it): glibc cannot trim the top itself
+grown = rss_mb()
+del chunks
+kept = rss_mb()
+assert give_back_freed_memory()
+print(base, grown, kept, rss_mb())
+"""
+
+
+def test_a_pool_process_gives_the_memory_a_task_freed_back_to_the_system():
+    """What a pass built and freed no longer counts in the worker's resident size
+    (workers.memory, called after every task)."""
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    out = subprocess.run([sys.executable, "-c", _FRAGMENTED_HEAP], cwd=settings.BASE_DIR,
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    base, grown, kept, trimmed = map(float, out.stdout.split())
+    assert grown - base > 150  # the task's objects were resident
+    assert kept - base > 150  # freed, glibc kept them
+    assert trimmed - base < 50, (base, grown, kept, trimmed)  # given back
+
+
+def test_every_task_ends_by_giving_freed_memory_back(monkeypatch):
+    from celery.signals import task_postrun
+
+    from workers import memory
+
+    calls = []
+    monkeypatch.setattr(memory, "_TRIM", lambda pad: calls.append(pad))
+    task_postrun.send(sender=None, task_id="t", task=None, state="SUCCESS")
+    assert calls == [0]

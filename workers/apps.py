@@ -6,3 +6,14 @@ from django.apps import AppConfig
 class WorkersConfig(AppConfig):
     name = "workers"
     verbose_name = "Background workers"
+
+    def ready(self) -> None:
+        from celery.signals import task_postrun
+
+        from workers.memory import give_back_freed_memory
+
+        # A pool process keeps the resident size of its largest task otherwise (workers.memory);
+        # together with worker_max_memory_per_child this keeps the workers' memory flat.
+        @task_postrun.connect(weak=False)
+        def _task_finished(**_kwargs) -> None:
+            give_back_freed_memory()
