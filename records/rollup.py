@@ -23,6 +23,7 @@ import gc
 import logging
 import queue
 import threading
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
@@ -335,6 +336,11 @@ def catch_up(
 # late verdicts for at most this long (plus one beat tick), and the streaks API says since when
 # (`streaks.folded_at`, `streaks.dirty_minutes`).
 STREAK_SETTLE_SECONDS = 10.0
+# And at most this many times the last recompute's own duration after it ended, so that the
+# recompute takes at most a fifth of the lane's time however many verdicts the late minutes
+# hold (it reads every one of them: a backlog of late verdicts makes it long, and streaks then
+# settle less often rather than the rollups falling behind).
+STREAK_COST_SHARE = 4
 
 
 # PostgreSQL plans from table statistics that autovacuum keeps, when it runs (it is off on some
@@ -1048,14 +1054,14 @@ def fold_dirty_streaks(
         watermark = _lock_watermark(lane, lanes)
         if watermark is None:
             return 0  # the lanes are switching: whichever lane then owns them folds them
-        now = timezone.now()
+        started = time.monotonic()
+        # The row keeps when the lane last recomputed (last_pass_at, at the end) and how long
+        # that took in milliseconds (last_id).
         folded, _ = Watermark.objects.get_or_create(name=streaks_folded_name(lane, lanes))
-        if (
-            unless_within
-            and folded.last_pass_at
-            and now - folded.last_pass_at < timedelta(seconds=unless_within)
-        ):
-            return 0
+        if unless_within and folded.last_pass_at:
+            wait = max(unless_within, STREAK_COST_SHARE * folded.last_id / 1000)
+            if timezone.now() - folded.last_pass_at < timedelta(seconds=wait):
+                return 0
         _commit_without_flush()
         dirty = StreakSegment.objects.filter(grain=Grain.MINUTE, dirty=True)
         if lanes > 1:
@@ -1063,11 +1069,12 @@ def fold_dirty_streaks(
         dirty = list(dirty.values_list("project_id", "model", "bucket"))
         if not dirty:
             return 0  # and the next dirty minute is folded at once
-        folded.last_pass_at = now
-        folded.save(update_fields=["last_pass_at"])
         minutes = _dirty_segments(dirty, watermark.last_id)
         _save_segments(Grain.MINUTE, minutes)
         _fold_upwards(minutes)
+        folded.last_pass_at = timezone.now()
+        folded.last_id = round((time.monotonic() - started) * 1000)
+        folded.save(update_fields=["last_pass_at", "last_id"])
     return len(dirty)
 
 
@@ -1136,7 +1143,7 @@ def _dirty_segments(keys: list[tuple], last_id: int) -> dict[tuple, streaks.Segm
                 if connection.vendor != "postgresql":
                     rows = [(m, _parse_time(ts), k, o) for m, ts, k, o in rows]
                 for model, ts, record_key, outcome in rows:
-                    minute = truncate(ts, Grain.MINUTE)
+                    minute = minute_of(ts)
                     if minute != current:  # every verdict of the minutes before is in
                         fold_pending()
                         current = minute

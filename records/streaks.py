@@ -82,5 +82,26 @@ def fold(segments: Iterable[Segment]) -> Segment:
 
 
 def of_verdicts(verdicts: Iterable[tuple[str, datetime, str]]) -> Segment:
-    """The segment of (verdict class, ts, key) triples, which must be in (ts, key) order."""
-    return fold(of_verdict(*v) for v in verdicts)
+    """The segment of (verdict class, ts, key) triples, which must be in (ts, key) order:
+    fold(of_verdict(*v) for v in verdicts), walked in one loop without a Segment per verdict
+    (the catch-up recomputes dirty minutes from every verdict in them)."""
+    has_ruling = False
+    prefix = run = longest = 0
+    last_broken_at = last_ts = None
+    last_key = ""
+    for verdict_class, ts, key in verdicts:
+        last_ts, last_key = ts, key
+        if verdict_class == BROKEN:
+            run += 1
+            if run > longest:
+                longest = run
+            if last_broken_at is None or ts > last_broken_at:
+                last_broken_at = ts
+        elif verdict_class in RULED:
+            if not has_ruling:
+                has_ruling, prefix = True, run
+            run = 0
+    if last_ts is None:
+        return EMPTY
+    return Segment(has_ruling, prefix if has_ruling else run, run, longest, last_broken_at,
+                   last_ts, last_key)  # fmt: skip

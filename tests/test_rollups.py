@@ -617,3 +617,32 @@ def test_late_verdicts_count_in_the_streak_once_the_workers_settle_interval_pass
     ingest(alice, [_verdict("2026-11-20T09:00:12Z", "ruled")])
     rollup.catch_up()
     assert streak() == (1, 1, 0)
+
+
+def test_a_long_recompute_of_late_minutes_waits_in_proportion_before_the_next(alice):
+    """The recompute reads every verdict of the late minutes: after one that took T seconds the
+    workers wait STREAK_COST_SHARE x T (when that is past the settle interval) before the next,
+    so that a backlog of late verdicts slows the streaks, never the rollups."""
+    from workers.tasks import catch_up_task
+
+    ingest(alice, [_verdict("2026-11-20T09:00:10Z", "parse_error"),
+                   _verdict("2026-11-20T09:00:30Z", "parse_error")])  # fmt: skip
+    catch_up_task.apply()
+    ingest(alice, [_verdict("2026-11-20T09:00:20Z", "ruled")])
+    catch_up_task.apply()  # recomputed at once (the lane's first), and timed
+    folded = Watermark.objects.get(name=rollup.streaks_folded_name(0, 1))
+    assert folded.last_id >= 0 and folded.last_pass_at is not None
+    # As if that recompute had taken 5 s and ended 15 s ago: past the settle interval (10 s),
+    # not past 4 x 5 s.
+    Watermark.objects.filter(pk=folded.pk).update(
+        last_id=5_000, last_pass_at=timezone.now() - timedelta(seconds=15)
+    )
+    ingest(alice, [_verdict("2026-11-20T09:00:15Z", "parse_error")])
+    catch_up_task.apply()
+    assert StreakSegment.objects.filter(dirty=True).count() == 1
+    Watermark.objects.filter(pk=folded.pk).update(
+        last_pass_at=timezone.now() - timedelta(seconds=rollup.STREAK_COST_SHARE * 5 + 1)
+    )
+    catch_up_task.apply()
+    assert StreakSegment.objects.filter(dirty=True).count() == 0
+    assert Streak.objects.get(project=alice.project).longest == 2

@@ -66,3 +66,13 @@ def test_the_minutes_a_late_verdict_reread_are_read_as_few_spans():
     joined = _spans(minutes, most=4)
     assert len(joined) == 4
     assert all(any(s <= minute < e for s, e in joined) for minute in minutes)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_minutes_verdicts_walked_at_once_equal_the_fold_of_each_verdict(seed):
+    rng = random.Random(seed)
+    classes = rng.choices(
+        ["allow", "block", "parse_error", "unavailable"], [3, 1, 4, 2], k=rng.randrange(0, 40)
+    )
+    verdicts = [(c, T0 + timedelta(seconds=i), f"k{i:03}") for i, c in enumerate(classes)]
+    assert streaks.of_verdicts(verdicts) == streaks.fold(streaks.of_verdict(*v) for v in verdicts)
