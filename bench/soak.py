@@ -31,8 +31,10 @@ gunicorn.conf.py and the Celery workers with beat (workers.processes.worker_comm
 Prints the sustained rate as a ratio to the ceiling with the lag p95 and the drain (goals, at
 the highest rate that keeps them: lag p95 < 5 s, drain < 30 s, ratio >= 0.5; run it at a few
 rates to find that one), p50/p95 of every page and API call during the load (goal p95 < 150 ms),
-the RSS of web and workers at the start, middle and end of the load (goal: flat) and the
-shuffled catch-up's ratio to COPY (goal >= 0.5).
+the RSS of web and workers at the start, middle and end of the load and, from samples every
+10 s, their range in the first minute (warming up) and after it with the growth from the first
+half of the rest to the second (goal: flat), and the shuffled catch-up's ratio to COPY (goal
+>= 0.5).
 """
 
 from __future__ import annotations
