@@ -333,8 +333,8 @@ def catch_up(
 # half hour in every pass, so recomputing after each catch-up call (one every second or two
 # under load) read the last half hour's verdicts again and again: a third of the worker's time
 # in bench/soak.py. Counts, rates and latencies are not held back by it; a streak misses its
-# late verdicts for at most this long (plus one beat tick), and the streaks API says since when
-# (`streaks.folded_at`, `streaks.dirty_minutes`).
+# late verdicts for this long (plus one beat tick, or longer by STREAK_COST_SHARE), and the
+# streaks API says since when (`streaks.folded_at`, `streaks.dirty_minutes`).
 STREAK_SETTLE_SECONDS = 10.0
 # And at most this many times the last recompute's own duration after it ended, so that the
 # recompute takes at most a fifth of the lane's time however many verdicts the late minutes

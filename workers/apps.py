@@ -13,7 +13,7 @@ class WorkersConfig(AppConfig):
         from workers.memory import give_back_freed_memory
 
         # A pool process keeps the resident size of its largest task otherwise (workers.memory);
-        # together with worker_max_memory_per_child this keeps the workers' memory flat.
+        # worker_max_memory_per_child replaces one that still grows past its bound.
         @task_postrun.connect(weak=False)
         def _task_finished(**_kwargs) -> None:
             give_back_freed_memory()

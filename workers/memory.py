@@ -3,18 +3,16 @@
 A catch-up pass builds hundreds of thousands of small objects (cells, runs, decisions) and frees
 them at its end; glibc keeps the freed pages in the pool process's heap for the next allocation,
 so the process's resident size stayed at its largest pass's and crept up as passes of different
-sizes fragmented it (bench/soak.py: +15 MB a child in 3 minutes). malloc_trim(0) returns the
-free pages at the heap's top and in its middle (MADV_DONTNEED) in a millisecond or two. Where
-libc is not glibc (musl, macOS) there is nothing to call and nothing is done.
+sizes fragmented it. malloc_trim(0) returns the free pages at the heap's top and in its middle
+(MADV_DONTNEED) in a millisecond or two. Where libc is not glibc (musl, macOS) there is nothing
+to call and nothing is done. It does not make the soak's worker flat on its own
+(docs/benchmarks.md, Soak).
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import logging
-
-log = logging.getLogger(__name__)
 
 
 def _malloc_trim():
