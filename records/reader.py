@@ -194,7 +194,7 @@ def _with_sketches(
         cell[1] += n
         cell[2] += t_in
         cell[3] += t_out
-        cell[4].merge(_sketch(text))
+        cell[4].merge_stored(orjson.loads(text))
     return [
         _row({c: got[c] for c in keep}, first, n, t_in, t_out, sketch)
         for got, n, t_in, t_out, sketch in cells.values()

@@ -101,7 +101,6 @@ class Sketch:
 
     @classmethod
     def from_json(cls, data: dict | None) -> Sketch:
-        if not data:
-            return cls()
-        zero = data.get("z", 0)
-        return cls({int(k): v for k, v in data.items() if k != "z"}, zero)
+        sketch = cls()
+        sketch.merge_stored(data)
+        return sketch

@@ -24,13 +24,19 @@ def walk(classes):
     return current, longest
 
 
+def random_verdicts(rng, weights, most):
+    """(classes, (class, ts, key) in order) of up to `most` verdicts: allow, block, parse_error
+    and unavailable drawn with `weights`, a second apart."""
+    classes = rng.choices(
+        ["allow", "block", "parse_error", "unavailable"], weights, k=rng.randrange(0, most)
+    )
+    return classes, [(c, T0 + timedelta(seconds=i), f"k{i:03}") for i, c in enumerate(classes)]
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_any_split_folds_to_the_streak_of_the_whole_sequence(seed):
     rng = random.Random(seed)
-    classes = rng.choices(
-        ["allow", "block", "parse_error", "unavailable"], [3, 1, 4, 1], k=rng.randrange(0, 60)
-    )
-    verdicts = [(c, T0 + timedelta(seconds=i), f"k{i:03}") for i, c in enumerate(classes)]
+    classes, verdicts = random_verdicts(rng, [3, 1, 4, 1], most=60)
     cuts = sorted(rng.sample(range(len(verdicts) + 1), k=min(5, len(verdicts) + 1)))
     pieces = [verdicts[a:b] for a, b in zip([0, *cuts], [*cuts, len(verdicts)], strict=True)]
     folded = streaks.fold(streaks.of_verdicts(p) for p in pieces)
@@ -70,9 +76,5 @@ def test_the_minutes_a_late_verdict_reread_are_read_as_few_spans():
 
 @pytest.mark.parametrize("seed", range(40))
 def test_a_minutes_verdicts_walked_at_once_equal_the_fold_of_each_verdict(seed):
-    rng = random.Random(seed)
-    classes = rng.choices(
-        ["allow", "block", "parse_error", "unavailable"], [3, 1, 4, 2], k=rng.randrange(0, 40)
-    )
-    verdicts = [(c, T0 + timedelta(seconds=i), f"k{i:03}") for i, c in enumerate(classes)]
+    _, verdicts = random_verdicts(random.Random(seed), [3, 1, 4, 2], most=40)
     assert streaks.of_verdicts(verdicts) == streaks.fold(streaks.of_verdict(*v) for v in verdicts)
