@@ -148,14 +148,17 @@ def _metrics_path(metric: str, interval: str, **extra: str) -> str:
     return f"/api/v1/metrics/{metric}?{urlencode(params)}"
 
 
-def poll_totals(port: int, key: str, until: float, out) -> None:
-    """(time, records counted by the rollups) every 250 ms until `until`."""
+def poll_totals(port: int, key: str, until: float, expected, out) -> None:
+    """(time, records counted by the rollups) every 250 ms until `until`, or until the count
+    reaches `expected` (a shared value, 0 while the load runs: the posted total after it)."""
     client = _Client(port)
     headers = {"Authorization": f"Bearer {key}"}
     samples = []
     while time.monotonic() < until:
         _, body = client.get(_metrics_path("records", "day"), headers)
         samples.append((time.monotonic(), sum(t["value"] for t in json.loads(body)["totals"])))
+        if expected.value and samples[-1][1] >= expected.value:
+            break  # drained
         time.sleep(0.25)
     out.send(samples)
 
@@ -273,10 +276,11 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
             until = start + seconds
             poll_in, poll_out = multiprocessing.Pipe(duplex=False)
             read_in, read_out = multiprocessing.Pipe(duplex=False)
+            expected = fork.Value("q", 0)
             # Daemons: a run killed before their deadline must not wait for them at exit.
             poller = fork.Process(
                 target=poll_totals,
-                args=(port, read_key, until + args.drain_limit, poll_out),
+                args=(port, read_key, until + args.drain_limit, expected, poll_out),
                 daemon=True,
             )
             reading = (port, session, read_key, run_id, until, args.read_pause, read_out)
@@ -301,6 +305,7 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
                         pending.wait(RSS_EVERY)
                     per_client = pending.get()
                 ended = time.monotonic()
+                expected.value = already + sum(n for c in per_client for _, n in c)
                 reads = read_in.recv()
                 samples = poll_in.recv()
             finally:  # killed: before the servers stop under them
@@ -310,6 +315,7 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
             poller.join()
             reader.join()
             rss["end"] = (rss_mb(web.pid), rss_mb(worker.pid))
+            churn = table_churn()
         acks = sorted(a for client in per_client for a in client)
         posted = sum(n for _, n in acks)
         # Lag of each batch: from its 200 to the first poll counting every record acked by then.
@@ -323,8 +329,24 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
     return {
         "rate": posted / (ended - start), "posted": posted, "lags": lags, "reads": reads,
         "drain": (drained - ended) if drained is not None else None, "rss": rss,
-        "rss_series": rss_series, "ceiling": ceiling,
+        "rss_series": rss_series, "ceiling": ceiling, "churn": churn,
     }  # fmt: skip
+
+
+def table_churn() -> list[tuple]:
+    """(table, live rows, dead row versions, VACUUMs, size in MB) of the tables the catch-up
+    updates in place, at the end of the load: what its VACUUMs (records.rollup.vacuum_if_churned)
+    left behind."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname, n_live_tup, n_dead_tup, vacuum_count + autovacuum_count, "
+            "pg_total_relation_size(relid) / 1048576.0 FROM pg_stat_user_tables "
+            "WHERE relname IN ('records_rollup', 'records_run', 'records_streaksegment', "
+            "'records_classification', 'records_tooldecision') ORDER BY relname"
+        )
+        return cursor.fetchall()
 
 
 def _rolled_up(project) -> bool:
@@ -423,6 +445,9 @@ def main() -> None:
     for when, (web, worker) in result["rss"].items():
         print(f"RSS {when:6}  web {web:7.0f} MB  default worker {worker:7.0f} MB")
     print_rss_trend(result["rss_series"], args.minutes * 60)
+    for table, live, dead, vacuums, mb in result["churn"]:
+        print(f"{table:22} {live:9,} live rows, {dead:9,} dead versions, {vacuums:4} VACUUMs, "
+              f"{mb:7.1f} MB with its indexes")  # fmt: skip
     if args.backlog:
         rate, copy = shuffled_backlog(args, project)
         print(f"shuffled backlog of {args.backlog:,}: catch-up {rate:,.0f} rec/s, copy "

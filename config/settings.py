@@ -347,6 +347,10 @@ CELERY_WORKER_MAX_MEMORY_PER_CHILD = (
     env_int("DECISIONBOARD_WORKER_MAX_MEMORY_MB", 300, minimum=32) * 1024  # in KiB
 )
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fixup closes every database connection after each task unless this is set;
+# then only every this many tasks, a backstop: a connection is kept from task to task and
+# replaced past CONN_MAX_AGE or after a failed task (workers.connections).
+CELERY_DB_REUSE_MAX = 1000
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = beat_schedule(DECISIONBOARD["CATCHUP_LANES"])
 

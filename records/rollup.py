@@ -324,6 +324,7 @@ def catch_up(
         # The lane's own projects' minutes only.
         fold_dirty_streaks(lane=one, lanes=lanes, unless_within=streak_settle)
     analyze_if_grown()  # once per call, and skipped while another lane's call analyses
+    vacuum_if_churned()
     return total
 
 
@@ -388,6 +389,40 @@ def analyze_if_grown(*, min_records: int = ANALYZE_MIN_RECORDS) -> bool:
         mark.save(update_fields=["last_id", "last_pass_at"])
     log.info("analyzed %s at record id %s", ", ".join(tables), folded)
     return True
+
+
+# The tables the passes update in place (UPSERTs of rollups, runs, classifications, segments,
+# tool decisions; the watermarks and streaks on every pass). Each update leaves the old row
+# version behind, and without a VACUUM every index scan keeps visiting them: the rollup table
+# of a 10-minute soak held several dead versions per live row, and the metrics API and the
+# overview, which read its rows by index, slowed with it through the load. PostgreSQL here
+# runs without autovacuum (../shared/FACTS.md), and a production one's autovacuum wakes once
+# a minute, so the catch-up vacuums these tables itself once their dead versions pass
+# autovacuum's own rule (a fifth of the live rows), at least VACUUM_MIN_DEAD of them. A VACUUM
+# blocks neither reads nor writes; SKIP_LOCKED leaves a table another lane (or autovacuum) is
+# vacuuming. The records partitions are not here: ingest only inserts into them.
+VACUUM_MIN_DEAD = 5_000
+_VACUUMED_TABLES = (Rollup, Run, Classification, StreakSegment, ToolDecision, Watermark, Streak)
+
+
+def vacuum_if_churned(*, min_dead: int = VACUUM_MIN_DEAD) -> list[str]:
+    """VACUUM the pass's tables whose dead row versions outnumber a fifth of their live ones
+    (and `min_dead`); returns the tables vacuumed (PostgreSQL only, outside a transaction)."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return []
+    with connection.cursor() as cursor:
+        # The statistics' counters, which backends report at least once a second: cheap.
+        cursor.execute(
+            "SELECT relname FROM pg_stat_user_tables WHERE relname = ANY(%s) "
+            "AND n_dead_tup >= %s AND n_dead_tup > n_live_tup / 5 ORDER BY relname",
+            [[t._meta.db_table for t in _VACUUMED_TABLES], min_dead],
+        )
+        churned = [name for (name,) in cursor.fetchall()]
+        if churned:
+            cursor.execute("VACUUM (SKIP_LOCKED) " + ", ".join(churned))
+    if churned:
+        log.info("vacuumed %s", ", ".join(churned))
+    return churned
 
 
 def _record_partitions(cursor) -> list[tuple[str, float, int]]:

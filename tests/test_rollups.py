@@ -480,6 +480,43 @@ def test_the_catch_up_keeps_its_tables_analysed_as_they_grow(postgres, alice):
     assert not rollup.analyze_if_grown(min_records=500)  # nothing grew since
 
 
+def _rollup_table_stats(cursor) -> tuple[int, int]:
+    """(dead row versions, VACUUMs so far) of the rollup table, this session's counts flushed."""
+    cursor.execute("SELECT pg_stat_force_next_flush()")
+    cursor.execute(
+        "SELECT n_dead_tup, vacuum_count FROM pg_stat_user_tables WHERE relname = %s",
+        [Rollup._meta.db_table],
+    )
+    return cursor.fetchone()
+
+
+def test_the_catch_up_vacuums_the_tables_its_passes_update(transactional_db, postgres):
+    """Updated rows leave dead versions that every index scan visits until a VACUUM; with
+    autovacuum off (or a minute away) the catch-up vacuums its own tables once they pass
+    autovacuum's rule (records.rollup.vacuum_if_churned)."""
+    from django.db.models import F
+
+    from records.models import Project
+
+    project = Project.objects.create(name="churn")
+    start = timezone.now().replace(second=0, microsecond=0) - timedelta(days=3)
+    Rollup.objects.bulk_create(
+        Rollup(project=project, grain="minute", bucket=start + timedelta(minutes=i), kind="turn")
+        for i in range(2_000)
+    )
+    for _ in range(3):  # 6,000 dead versions behind 2,000 live rows
+        Rollup.objects.filter(project=project).update(count=F("count") + 1)
+    with postgres.cursor() as cursor:
+        dead, vacuums = _rollup_table_stats(cursor)
+        assert dead >= 6_000
+        assert Rollup._meta.db_table not in rollup.vacuum_if_churned(min_dead=dead + 1)
+        rollup.catch_up()  # nothing to fold; it vacuums what churned
+        after, vacuumed = _rollup_table_stats(cursor)
+    assert vacuumed == vacuums + 1
+    assert after < 100
+    assert Rollup._meta.db_table not in rollup.vacuum_if_churned()  # nothing since
+
+
 def test_a_pass_read_in_chunks_equals_small_passes(alice, monkeypatch):
     """A pass streams its records in chunks (records.rollup._fetch): one large pass over many
     chunks gives what many small passes give."""

@@ -38,3 +38,31 @@ def test_a_page_is_served_while_one_process_is_busy_with_an_upload(tmp_path, tra
             assert page.status_code == 200
             assert time.monotonic() - started < 5
     assert "Using worker: gthread" in (tmp_path / "web.log").read_text()
+
+
+def test_a_web_worker_hands_the_gil_over_every_millisecond():
+    """gunicorn.conf.py's post_worker_init, as gunicorn loads it: a read waiting for the GIL
+    behind an ingest batch's thread waits 1 ms at a time, not CPython's 5."""
+    import sys
+
+    from django.conf import settings
+    from gunicorn.app.base import Application
+
+    class Loaded(Application):
+        def init(self, parser, opts, args):
+            return {}
+
+        def load(self):
+            raise NotImplementedError
+
+    app = Loaded.__new__(Loaded)  # no argv parsing: only the config file is wanted
+    app.usage, app.prog, app.callable = None, "gunicorn", None
+    app.load_default_config()
+    app.load_config_from_file(str(settings.BASE_DIR / "gunicorn.conf.py"))
+    before = sys.getswitchinterval()
+    try:
+        app.cfg.post_worker_init(None)
+        assert sys.getswitchinterval() == 0.001
+    finally:
+        sys.setswitchinterval(before)
+    assert app.cfg.worker_class_str == "gthread"

@@ -8,6 +8,7 @@ the metrics API.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from django.db import connection
 
 from records.models import ApiKey, Project
 from tests.conftest import database_url, need_service
@@ -130,3 +132,36 @@ def test_ingest_survives_a_redis_outage_and_the_worker_catches_up(tmp_path, keys
                 90,
                 "the worker to catch up after Redis returned",
             )
+
+
+def _tasks_received(*logs: Path) -> int:
+    return sum(len(re.findall(r"Task workers\.tasks\.\w+\[[0-9a-f-]+\] received", log.read_text()))
+               for log in logs)  # fmt: skip
+
+
+def _sessions_opened() -> int:
+    """Connections ever opened to the test database (PostgreSQL's own count, which a backend
+    reports at least once a second)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+        return cursor.fetchone()[0]
+
+
+def test_the_workers_keep_their_database_connections_from_task_to_task(tmp_path, keys):
+    """Celery's Django fixup closes the connections after every task; the workers keep them
+    (workers.connections), so beat's ticks do not each open a PostgreSQL connection."""
+    redis_url = os.environ.get("REDIS_URL")
+    need_service(bool(redis_url), "Redis (set REDIS_URL)")
+    need_service(connection.vendor == "postgresql", "PostgreSQL (set DATABASE_URL)")
+    logs = (tmp_path / "worker.log", tmp_path / "jobs-worker.log")
+    with product(tmp_path, redis_url):
+        wait_until(lambda: _tasks_received(*logs) >= 4, 60, "the workers' first tasks")
+        time.sleep(2)  # the stats of the connections opened so far are reported
+        tasks, sessions = _tasks_received(*logs), _sessions_opened()
+        time.sleep(22)  # catch-ups every 5 s, a heartbeat of each queue every 10 s
+        tasks, sessions = _tasks_received(*logs) - tasks, _sessions_opened() - sessions
+    assert tasks >= 8
+    # Each of the 4 pool processes opens at most one connection in the meantime (CONN_MAX_AGE
+    # is a minute); closing them after each task opened one a task.
+    assert sessions <= 4, (tasks, sessions)

@@ -83,3 +83,43 @@ def test_every_task_ends_by_giving_freed_memory_back(monkeypatch):
     monkeypatch.setattr(memory, "_TRIM", lambda pad: calls.append(pad))
     task_postrun.send(sender=None, task_id="t", task=None, state="SUCCESS")
     assert calls == [0]
+
+
+def test_a_task_keeps_its_connection_unless_it_failed(transactional_db, monkeypatch):
+    """workers.connections: after a task that succeeded, the connection stays for the next one
+    (within CONN_MAX_AGE); after one that failed or is retried (an outage), it is closed, so the
+    next task starts on a new one. tests/test_worker_integration.py shows it in a real worker."""
+    from django.db import connection
+
+    from workers import connections
+
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 60)
+    connection.close()
+    connections.before_task()
+    connection.ensure_connection()
+    kept = connection.connection
+    connections.after_task(state="SUCCESS")
+    connections.before_task()
+    assert connection.connection is kept
+    for state in ("RETRY", "FAILURE"):
+        connections.after_task(state=state)
+        assert connection.connection is None
+        connection.ensure_connection()
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)
+    connection.close()
+    connection.ensure_connection()
+    connections.after_task(state="SUCCESS")  # no persistent connections configured
+    assert connection.connection is None
+
+
+def test_a_task_run_eagerly_leaves_the_callers_connection_alone(db):
+    """apply() runs a task in the caller's process, here inside the test's transaction: the
+    connection it runs on is the caller's, closed by neither signal."""
+    from django.db import connection
+
+    from workers.tasks import heartbeat_task
+
+    connection.ensure_connection()
+    kept = connection.connection
+    heartbeat_task.apply(("default",))
+    assert connection.connection is kept

@@ -8,9 +8,14 @@ class WorkersConfig(AppConfig):
     verbose_name = "Background workers"
 
     def ready(self) -> None:
-        from celery.signals import task_postrun
+        from celery.signals import task_postrun, task_prerun
 
+        from workers import connections
         from workers.memory import give_back_freed_memory
+
+        # Database connections kept from task to task, under Django's rules (workers.connections).
+        task_prerun.connect(connections.before_task, weak=False)
+        task_postrun.connect(connections.after_task, weak=False)
 
         # A pool process keeps the resident size of its largest task otherwise (workers.memory);
         # worker_max_memory_per_child replaces one that still grows past its bound.
