@@ -39,8 +39,8 @@ keepalive = 5
 # How long a thread may keep the GIL while another waits for it (CPython's default is 5 ms). A
 # read's thread gives the GIL up for each of its queries and, when the answer is back, waits for
 # it behind any thread validating an ingest batch: up to the whole interval per query, a dozen
-# queries a page. At 1 ms a page waits a fifth as long; the batches lose little (a switch costs
-# microseconds).
+# queries a page. At 1 ms each wait is at most a fifth as long; the batches lose little (a
+# switch costs microseconds). docs/benchmarks.md (Soak) has the measurement.
 SWITCH_INTERVAL_SECONDS = 0.001
 
 
