@@ -272,6 +272,7 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
             run_id = Record.objects.filter(project=project).values_list("run_id", flat=True)[0]
             already = Record.objects.filter(project=project).count()
             rss = {"start": (rss_mb(web.pid), rss_mb(worker.pid))}
+            wal_before = wal_totals()
             start = time.monotonic()
             until = start + seconds
             poll_in, poll_out = multiprocessing.Pipe(duplex=False)
@@ -305,6 +306,8 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
                         pending.wait(RSS_EVERY)
                     per_client = pending.get()
                 ended = time.monotonic()
+                wal_after = wal_totals()
+                wal = [a - b for a, b in zip(wal_after, wal_before, strict=True)]
                 expected.value = already + sum(n for c in per_client for _, n in c)
                 reads = read_in.recv()
                 samples = poll_in.recv()
@@ -329,20 +332,33 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
     return {
         "rate": posted / (ended - start), "posted": posted, "lags": lags, "reads": reads,
         "drain": (drained - ended) if drained is not None else None, "rss": rss,
-        "rss_series": rss_series, "ceiling": ceiling, "churn": churn,
+        "rss_series": rss_series, "ceiling": ceiling, "churn": churn, "wal": wal,
     }  # fmt: skip
 
 
+def wal_totals() -> tuple[int, int, int]:
+    """The server's WAL written so far (bytes, full-page images) and its checkpoints (timed and
+    requested): whole-cluster counters, so the soak's deltas are its own on a quiet server."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT wal_bytes::bigint, wal_fpi FROM pg_stat_wal")
+        wal_bytes, fpi = cursor.fetchone()
+        cursor.execute("SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter")
+        return wal_bytes, fpi, cursor.fetchone()[0]
+
+
 def table_churn() -> list[tuple]:
-    """(table, live rows, dead row versions, VACUUMs, size in MB) of the tables the catch-up
-    updates in place, at the end of the load: what its VACUUMs (records.rollup.vacuum_if_churned)
-    left behind."""
+    """(table, live rows, dead row versions, VACUUMs, size in MB, updates, HOT updates) of the
+    tables the catch-up updates in place, at the end of the load: what its VACUUMs
+    (records.rollup.vacuum_if_churned) left behind, and how many updates wrote no index entry."""
     from django.db import connection
 
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT relname, n_live_tup, n_dead_tup, vacuum_count + autovacuum_count, "
-            "pg_total_relation_size(relid) / 1048576.0 FROM pg_stat_user_tables "
+            "pg_total_relation_size(relid) / 1048576.0, n_tup_upd, n_tup_hot_upd "
+            "FROM pg_stat_user_tables "
             "WHERE relname IN ('records_rollup', 'records_run', 'records_streaksegment', "
             "'records_classification', 'records_tooldecision') ORDER BY relname"
         )
@@ -445,9 +461,12 @@ def main() -> None:
     for when, (web, worker) in result["rss"].items():
         print(f"RSS {when:6}  web {web:7.0f} MB  default worker {worker:7.0f} MB")
     print_rss_trend(result["rss_series"], args.minutes * 60)
-    for table, live, dead, vacuums, mb in result["churn"]:
+    for table, live, dead, vacuums, mb, updates, hot in result["churn"]:
         print(f"{table:22} {live:9,} live rows, {dead:9,} dead versions, {vacuums:4} VACUUMs, "
-              f"{mb:7.1f} MB with its indexes")  # fmt: skip
+              f"{mb:7.1f} MB with its indexes, {updates:10,} updates ({hot:10,} HOT)")  # fmt: skip
+    wal_bytes, fpi, checkpoints = result["wal"]
+    print(f"WAL during the load: {wal_bytes / 1e9:.2f} GB, {wal_bytes / result['posted']:,.0f} "
+          f"bytes a record, {fpi:,} full-page images, {checkpoints} checkpoints")  # fmt: skip
     if args.backlog:
         rate, copy = shuffled_backlog(args, project)
         print(f"shuffled backlog of {args.backlog:,}: catch-up {rate:,.0f} rec/s, copy "
