@@ -34,7 +34,9 @@ rates to find that one), p50/p95 of every page and API call during the load (goa
 the RSS of web and workers at the start, middle and end of the load and, from samples every
 10 s, their range in the first minute (warming up) and after it with the growth from the first
 half of the rest to the second (goal: flat), and the shuffled catch-up's ratio to COPY (goal
->= 0.5).
+>= 0.5). Also, to explain them: the tables the catch-up updates in place at the end of the load
+(live rows, dead versions, VACUUMs, HOT updates) and the WAL the server wrote during the load
+(bytes a record, full-page images, checkpoints).
 """
 
 from __future__ import annotations
