@@ -402,7 +402,7 @@ def analyze_if_grown(*, min_records: int = ANALYZE_MIN_RECORDS) -> bool:
 # blocks neither reads nor writes; SKIP_LOCKED leaves a table another lane (or autovacuum) is
 # vacuuming. The records partitions are not here: ingest only inserts into them.
 VACUUM_MIN_DEAD = 5_000
-_VACUUMED_TABLES = (Rollup, Run, Classification, StreakSegment, ToolDecision, Watermark, Streak)
+_VACUUMED_TABLES = (*_ANALYZED_TABLES, Watermark, Streak)
 
 
 def vacuum_if_churned(*, min_dead: int = VACUUM_MIN_DEAD) -> list[str]:

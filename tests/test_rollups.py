@@ -15,7 +15,16 @@ from django.apps import apps
 from django.utils import timezone
 
 from records import rollup
-from records.models import Classification, Record, Rollup, Run, Streak, StreakSegment, Watermark
+from records.models import (
+    Classification,
+    Project,
+    Record,
+    Rollup,
+    Run,
+    Streak,
+    StreakSegment,
+    Watermark,
+)
 from records.rebuild import reset_rollups
 from tests import rollup_data
 from tests.conftest import database_url
@@ -480,14 +489,31 @@ def test_the_catch_up_keeps_its_tables_analysed_as_they_grow(postgres, alice):
     assert not rollup.analyze_if_grown(min_records=500)  # nothing grew since
 
 
-def _rollup_table_stats(cursor) -> tuple[int, int]:
-    """(dead row versions, VACUUMs so far) of the rollup table, this session's counts flushed."""
+def _rollup_table_stats(cursor, *columns: str) -> tuple[int, ...]:
+    """These pg_stat_user_tables counters of the rollup table, this session's counts flushed."""
     cursor.execute("SELECT pg_stat_force_next_flush()")
     cursor.execute(
-        "SELECT n_dead_tup, vacuum_count FROM pg_stat_user_tables WHERE relname = %s",
+        f"SELECT {', '.join(columns)} FROM pg_stat_user_tables WHERE relname = %s",
         [Rollup._meta.db_table],
     )
     return cursor.fetchone()
+
+
+def _minute_rollups(name: str, **fields) -> Project:
+    """A project with 2,000 minute rollup rows of `fields`, three days ago onwards."""
+    project = Project.objects.create(name=name)
+    start = timezone.now().replace(second=0, microsecond=0) - timedelta(days=3)
+    Rollup.objects.bulk_create(
+        Rollup(
+            project=project,
+            grain="minute",
+            bucket=start + timedelta(minutes=i),
+            kind="turn",
+            **fields,
+        )  # fmt: skip
+        for i in range(2_000)
+    )
+    return project
 
 
 def test_the_catch_up_vacuums_the_tables_its_passes_update(transactional_db, postgres):
@@ -496,25 +522,18 @@ def test_the_catch_up_vacuums_the_tables_its_passes_update(transactional_db, pos
     autovacuum's rule (records.rollup.vacuum_if_churned)."""
     from django.db.models import F
 
-    from records.models import Project
-
-    project = Project.objects.create(name="churn")
-    start = timezone.now().replace(second=0, microsecond=0) - timedelta(days=3)
-    Rollup.objects.bulk_create(
-        Rollup(project=project, grain="minute", bucket=start + timedelta(minutes=i), kind="turn")
-        for i in range(2_000)
-    )
+    project = _minute_rollups("churn")
     # 6,000 dead versions behind 2,000 live rows. Each update moves the row's bucket, an indexed
     # column, so none is HOT: a HOT update's old version can be pruned as the page is read,
     # which takes it off the dead count before any VACUUM (migration 0016 makes most HOT).
     for _ in range(3):
         Rollup.objects.filter(project=project).update(bucket=F("bucket") + timedelta(days=3))
     with postgres.cursor() as cursor:
-        dead, vacuums = _rollup_table_stats(cursor)
+        dead, vacuums = _rollup_table_stats(cursor, "n_dead_tup", "vacuum_count")
         assert dead >= 6_000
         assert Rollup._meta.db_table not in rollup.vacuum_if_churned(min_dead=dead + 1)
         rollup.catch_up()  # nothing to fold; it vacuums what churned
-        after, vacuumed = _rollup_table_stats(cursor)
+        after, vacuumed = _rollup_table_stats(cursor, "n_dead_tup", "vacuum_count")
     assert vacuumed == vacuums + 1
     assert after < 100
     assert Rollup._meta.db_table not in rollup.vacuum_if_churned()  # nothing since
@@ -527,34 +546,12 @@ def test_a_rollup_row_updated_in_place_writes_no_index_entry(transactional_db, p
     half of them (none with full pages); a pass finds its pages pruned of the versions before."""
     from django.db.models import F
 
-    from records.models import Project
-
-    project = Project.objects.create(name="hot")
-    start = timezone.now().replace(second=0, microsecond=0) - timedelta(days=3)
-    Rollup.objects.bulk_create(
-        Rollup(
-            project=project,
-            grain="minute",
-            bucket=start + timedelta(minutes=i),
-            kind="turn",
-            sketch={str(b): 1 for b in range(40)},
-        )  # fmt: skip
-        for i in range(2_000)
-    )
+    project = _minute_rollups("hot", sketch={str(b): 1 for b in range(40)})
     with postgres.cursor() as cursor:
-        cursor.execute("SELECT pg_stat_force_next_flush()")
-        cursor.execute(
-            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = %s",
-            [Rollup._meta.db_table],
-        )
-        updates, hot = cursor.fetchone()
+        before = _rollup_table_stats(cursor, "n_tup_upd", "n_tup_hot_upd")
         Rollup.objects.filter(project=project).update(count=F("count") + 1)
-        cursor.execute("SELECT pg_stat_force_next_flush()")
-        cursor.execute(
-            "SELECT n_tup_upd - %s, n_tup_hot_upd - %s FROM pg_stat_user_tables WHERE relname = %s",
-            [updates, hot, Rollup._meta.db_table],
-        )
-        updates, hot = cursor.fetchone()
+        after = _rollup_table_stats(cursor, "n_tup_upd", "n_tup_hot_upd")
+    updates, hot = (a - b for a, b in zip(after, before, strict=True))
     assert updates == 2_000
     assert hot >= 0.4 * updates, (updates, hot)
 
