@@ -25,7 +25,7 @@ from enum import StrEnum
 from typing import Any
 
 from records import keys, reader
-from records.keys import CLASSIFICATION, PICKS, VERDICT
+from records.keys import CLASSIFICATION, PICK_LATENCY, PICKS, VERDICT
 from records.metrics import METRICS, Quantile, Rate, Row, Total
 from records.models import Grain
 from records.reader import as_sketch, merge_into
@@ -90,7 +90,8 @@ def group_bys(metric: str) -> tuple[str, ...]:
 
 def classifier_applies(metric: str) -> bool:
     kinds = metric_kinds(metric)
-    return metric == STREAK or bool(kinds) and set(kinds) <= {*PICKS, VERDICT, CLASSIFICATION}
+    classifier_kinds = {*PICKS, PICK_LATENCY, VERDICT, CLASSIFICATION}
+    return metric == STREAK or bool(kinds) and set(kinds) <= classifier_kinds
 
 
 def _classifier_of(row: Row) -> str:

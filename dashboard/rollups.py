@@ -30,6 +30,7 @@ from records.keys import (
     MODEL_CALL,
     NOTICE,
     OUTCOME,
+    PICK_LATENCY,
     PICKS,
     PROVIDER_ERROR,
     RECORD_KINDS,
@@ -171,8 +172,8 @@ def overall_series(name: str, rows: ByKind) -> list[tuple[datetime, float | None
 
 
 def latency_by_model(rows: Iterable[Row]) -> dict[str, dict[datetime, Sketch]]:
-    """Latency sketches merged per classifier model and bucket (over agents and both pick
-    kinds): the grouping of the classifier_latency metrics.
+    """Latency sketches (PICK_LATENCY rows) merged per classifier model and bucket, over
+    agents: the grouping of the classifier_latency metrics.
 
     Merged as the stored JSON ({bin: count}), and made Sketches once per model and bucket:
     parsing every row's bins was most of the overview's time.
@@ -281,7 +282,9 @@ def overview(project_id: int, now: datetime, period_name: str, agents: list[str]
     before = count_rows(
         project_id, interval, previous_start, start, RATE_KINDS, agents, keep=COUNT_COLUMNS[1:]
     )
-    picks = latency_by_model(sketch_rows(project_id, interval, previous_start, end, PICKS, agents))
+    picks = latency_by_model(
+        sketch_rows(project_id, interval, previous_start, end, (PICK_LATENCY,), agents)
+    )
     now_rows, before_rows = by_kind(current), by_kind(before)
     kpis = []
     for name, label, unit, rise_is_bad in KPI_METRICS:
@@ -418,7 +421,7 @@ def classifiers_page(project_id: int, now: datetime, period_name: str, agents: l
     period = get_period(period_name)
     start, end = overview_range(now, period.name)
     rows = count_rows(project_id, period.interval, start, end, _CLASSIFIER_COUNTS, agents)
-    picks = sketch_rows(project_id, period.interval, start, end, PICKS, agents)
+    picks = sketch_rows(project_id, period.interval, start, end, (PICK_LATENCY,), agents)
     # Latency percentiles per classifier model and bucket: one merged sketch, three quantiles
     # (three fold_metric calls would merge every sketch three times).
     sketches = latency_by_model(picks)

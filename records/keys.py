@@ -50,7 +50,12 @@ TOOL_LINK = "derived.tool_link"
 SELECTION_LINK = "derived.selection"
 NARROWING = "derived.narrowing"
 TOOL_KINDS = (TOOL, TOOL_CALL, TOOL_LINK, SELECTION_LINK, NARROWING)
-DERIVED_KINDS = (CLASSIFICATION, VIOLATION, *TOOL_KINDS)
+# The latencies of both pick kinds, whatever their skip reason, one row per (bucket, agent,
+# classifier model) with key "": every reader of pick latencies merges over kind and skip reason
+# (the classifier_latency metrics, the overview, the classifiers page), so the catch-up merges
+# them once as it writes instead of each read merging a sketch per pick row (records.rollup).
+PICK_LATENCY = "derived.pick_latency"
+DERIVED_KINDS = (CLASSIFICATION, VIOLATION, PICK_LATENCY, *TOOL_KINDS)
 # Derived kinds whose cells a pass can take counts back from (a cell left at zero is deleted).
 RETRACTING_KINDS = frozenset({CLASSIFICATION, TOOL_LINK, SELECTION_LINK, NARROWING})
 

@@ -21,6 +21,7 @@ from records.keys import (
     NOTICE,
     OUTCOME,
     PICK_ERROR,
+    PICK_LATENCY,
     PICKS,
     PROVIDER_ERROR,
     RECORD_KINDS,
@@ -282,7 +283,7 @@ METRICS: dict[str, Metric] = {
         *(
             _latency(
                 q,
-                PICKS,
+                (PICK_LATENCY,),
                 _by_model,
                 f"classifier_latency_p{int(q * 100)}",
                 "Quantile of latencyMs over picks and pick errors, by classifier model.",

@@ -45,6 +45,8 @@ from records.keys import (
     NOTICE,
     OUTCOME,
     PICK,
+    PICK_LATENCY,
+    PICKS,
     RETRACTING_KINDS,
     TURN,
     VERDICT,
@@ -218,7 +220,12 @@ class _Batch:
         if t_out:
             cell.tokens_out += t_out
         if latency is not None:
-            cell.add_latency(latency)
+            if kind in PICKS:  # into its classifier model's PICK_LATENCY cell, not its own
+                merged = self.cells[(project, minute, PICK_LATENCY, agent or "", model or "", "")]
+                merged.count += 1
+                merged.add_latency(latency)
+            else:
+                cell.add_latency(latency)
         run = self.runs[(project, run_id)]
         if run.first_ts is None:
             run.first_ts = run.last_ts = ts

@@ -1,0 +1,106 @@
+"""Migration 0017 merges the latency sketches stored on pick rows into PICK_LATENCY rows."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from records import metrics
+from records.keys import PICK, PICK_ERROR, PICK_LATENCY
+from records.models import Grain, Project, Rollup
+from records.sketch import Sketch
+
+BEFORE = [("records", "0016_updated_tables_fillfactor")]
+T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+
+def migrate(targets) -> None:
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+
+
+def latest():
+    return MigrationExecutor(connection).loader.graph.leaf_nodes()
+
+
+@pytest.fixture
+def before_pick_latency(transactional_db):
+    migrate(BEFORE)
+    yield
+    migrate(latest())
+
+
+@pytest.mark.both_dbs
+def test_the_pick_rows_latencies_become_one_merged_row_per_model_and_bucket(before_pick_latency):
+    rng = random.Random(17)
+    project = Project.objects.create(name="acme")
+    latencies: dict[tuple, list[float]] = {}  # (grain, bucket, agent, model) -> every latency
+    sums: dict[tuple, float] = {}
+    stored = []
+    for grain, bucket in ((Grain.MINUTE, T0), (Grain.MINUTE, T0 + timedelta(minutes=1)),
+                          (Grain.HOUR, T0)):  # fmt: skip
+        for agent in ("bot", "crawler"):
+            for model in ("haiku", ""):
+                for kind, key in ((PICK, "none"), (PICK, "too_few_tools"), (PICK_ERROR, "none")):
+                    values = [rng.lognormvariate(5, 1) for _ in range(rng.randrange(1, 9))]
+                    sketch = Sketch()
+                    sketch.extend(values)
+                    cell = (grain, bucket, agent, model)
+                    latencies.setdefault(cell, []).extend(values)
+                    sums[cell] = sums.get(cell, 0.0) + sum(values)
+                    stored.append(
+                        Rollup(
+                            project=project,
+                            grain=grain,
+                            bucket=bucket,
+                            kind=kind,
+                            agent=agent,
+                            model=model,
+                            key=key,
+                            count=len(values) + 1,
+                            latency_sum=sum(values),
+                            sketch=sketch.to_json(),
+                        )  # fmt: skip
+                    )
+    # A pick row without latencies (none of its records had one) adds nothing.
+    stored.append(Rollup(project=project, grain=Grain.MINUTE, bucket=T0, kind=PICK,
+                         agent="bot", model="sonnet", key="none", count=3))  # fmt: skip
+    Rollup.objects.bulk_create(stored)
+    counts = sorted(Rollup.objects.filter(kind__in=(PICK, PICK_ERROR)).values_list("id", "count"))
+
+    migrate(latest())
+
+    merged = {
+        (r.grain, r.bucket, r.agent, r.model): r
+        for r in Rollup.objects.filter(project=project, kind=PICK_LATENCY)
+    }
+    assert set(merged) == set(latencies)
+    for cell, values in latencies.items():
+        row = merged[cell]
+        want = Sketch()
+        want.extend(values)
+        assert (row.key, row.count, row.sketch) == ("", len(values), want.to_json())
+        assert row.latency_sum == pytest.approx(sums[cell])
+    picks = Rollup.objects.filter(kind__in=(PICK, PICK_ERROR))
+    assert sorted(picks.values_list("id", "count")) == counts
+    assert all(r.sketch == {} and r.latency_sum == 0 for r in picks)
+    # The metric reads the merged rows: the p95 of every latency of the minute, both kinds and
+    # every skip reason.
+    got = metrics.query_metric(project_id=project.pk, name="classifier_latency_p95",
+                               interval="minute", start=T0, end=T0 + timedelta(minutes=1),
+                               group_by="model", models=["haiku"])  # fmt: skip
+    want = Sketch()
+    want.extend(latencies[(Grain.MINUTE, T0, "bot", "haiku")])
+    want.extend(latencies[(Grain.MINUTE, T0, "crawler", "haiku")])
+    assert got["totals"] == [
+        {"group": {"model": "haiku"}, "value": round(want.quantile(0.95), 6), "count": want.count}
+    ]
+
+    migrate(BEFORE)
+
+    assert not Rollup.objects.filter(kind=PICK_LATENCY).exists()
