@@ -32,11 +32,12 @@ Prints the sustained rate as a ratio to the ceiling with the lag p95 and the dra
 the highest rate that keeps them: lag p95 < 5 s, drain < 30 s, ratio >= 0.5; run it at a few
 rates to find that one), p50/p95 of every page and API call during the load (goal p95 < 150 ms),
 the RSS of web and workers at the start, middle and end of the load and, from samples every
-10 s, their range in the first minute (warming up) and after it with the growth from the first
-half of the rest to the second (goal: flat), and the shuffled catch-up's ratio to COPY (goal
->= 0.5). Also, to explain them: the tables the catch-up updates in place at the end of the load
-(live rows, dead versions, VACUUMs, HOT updates) and the WAL the server wrote during the load
-(bytes a record, full-page images, checkpoints).
+10 s of RSS and PSS (PSS splits the pages a master shares with its forked children), their
+range in the first minute (warming up) and after it with the growth from the first half of the
+rest to the second (goal: flat), and the shuffled catch-up's ratio to COPY (goal >= 0.5). Also,
+to explain them: the tables the catch-up updates in place at the end of the load (live rows,
+dead versions, VACUUMs, HOT updates) and the WAL the server wrote during the load (bytes a
+record, full-page images, checkpoints).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ BATCH = 500
 SPREAD = timedelta(minutes=30)
 CHUNK = 20  # batches generated at a time by a client
 CEILING_SECONDS = 20
-RSS_EVERY = 10  # seconds between the RSS samples of web and worker during the load
+RSS_EVERY = 10  # seconds between the RSS and PSS samples of web and worker during the load
 
 
 # --- clients (child processes) ------------------------------------------------------------------
@@ -195,18 +196,33 @@ def read_pages(
 
 
 # --- measurements -------------------------------------------------------------------------------
-def rss_mb(pid: int) -> float:
-    """Resident memory of a process group (a gunicorn or Celery master and its children)."""
-    total = 0
+_WORKER_PIDS: set[int] = set()  # every process of the default worker's group seen by a sample
+
+
+def memory_mb(pid: int, seen: set[int] | None = None) -> tuple[float, float]:
+    """Resident memory of a process group (a gunicorn or Celery master and its children): the
+    sum of their RSS and of their PSS. RSS counts a page shared by the master and its forked
+    children once in each; PSS splits it among them, so its sum is what the group holds."""
+    rss = pss = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
             if int(fields[2]) == pid:  # the process group
                 status = (stat.parent / "status").read_text()
-                total += int(status.split("VmRSS:")[1].split()[0])
+                rollup = (stat.parent / "smaps_rollup").read_text()
+                rss += int(status.split("VmRSS:")[1].split()[0])
+                pss += int(rollup.split("\nPss:")[1].split()[0])
+                if seen is not None:
+                    seen.add(int(stat.parent.name))
         except (OSError, IndexError, ValueError):
             continue
-    return total / 1024
+    return rss / 1024, pss / 1024
+
+
+def group_memory(web: int, worker: int) -> tuple[float, float, float, float]:
+    """(web RSS, worker RSS, web PSS, worker PSS) in MB."""
+    (web_rss, web_pss), (worker_rss, worker_pss) = memory_mb(web), memory_mb(worker, _WORKER_PIDS)
+    return web_rss, worker_rss, web_pss, worker_pss
 
 
 def _p(samples: list[float], q: float) -> float:
@@ -214,16 +230,17 @@ def _p(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def print_rss_trend(series: list[tuple[float, float, float]], seconds: float) -> None:
-    """The RSS samples of the load's first minute (the processes warm up: imports, caches, the
-    first passes' heaps) and the rest apart: the low and high of each, and the growth from the
-    first half of the rest to the second half (means of each half's samples): a leak grows
-    there, a bounded process does not."""
+def print_rss_trend(series: list[tuple[float, ...]], seconds: float) -> None:
+    """The RSS and PSS samples of the load's first minute (the processes warm up: imports,
+    caches, the first passes' heaps) and the rest apart: the low and high of each, and the growth
+    from the first half of the rest to the second half (means of each half's samples): a leak
+    grows there, a bounded process does not."""
     warm = [s for s in series if s[0] < 60]
     rest = [s for s in series if s[0] >= 60]
-    for name, column in (("web", 1), ("default worker", 2)):
+    for name, column in (("RSS web", 1), ("RSS default worker", 2), ("PSS web", 3),
+                         ("PSS default worker", 4)):  # fmt: skip
         if warm:
-            print(f"RSS {name:14} first minute {min(s[column] for s in warm):5.0f}-"
+            print(f"{name:18} first minute {min(s[column] for s in warm):5.0f}-"
                   f"{max(s[column] for s in warm):5.0f} MB", end="")  # fmt: skip
         if len(rest) >= 4:
             half = len(rest) // 2
@@ -273,7 +290,8 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
                 time.sleep(0.5)
             run_id = Record.objects.filter(project=project).values_list("run_id", flat=True)[0]
             already = Record.objects.filter(project=project).count()
-            rss = {"start": (rss_mb(web.pid), rss_mb(worker.pid))}
+            rss = {"start": group_memory(web.pid, worker.pid)}
+            processes_at_start = len(_WORKER_PIDS)
             wal_before = wal_totals()
             start = time.monotonic()
             until = start + seconds
@@ -296,13 +314,13 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
             read_out.close()
             shares = [(port, ingest_key, args.rate / args.clients, until, c, 100, 10**9)
                       for c in range(args.clients)]  # fmt: skip
-            rss_series = []  # (seconds into the load, web MB, worker MB) every RSS_EVERY s
+            rss_series = []  # (seconds into the load, *group_memory) every RSS_EVERY s
             try:
                 with fork.Pool(args.clients) as pool:
                     pending = pool.map_async(post_at_rate, shares)
                     while not pending.ready():
                         at = time.monotonic() - start
-                        rss_series.append((at, rss_mb(web.pid), rss_mb(worker.pid)))
+                        rss_series.append((at, *group_memory(web.pid, worker.pid)))
                         if "middle" not in rss and at >= seconds / 2:
                             rss["middle"] = rss_series[-1][1:]
                         pending.wait(RSS_EVERY)
@@ -319,7 +337,9 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
                         helper.terminate()
             poller.join()
             reader.join()
-            rss["end"] = (rss_mb(web.pid), rss_mb(worker.pid))
+            rss["end"] = group_memory(web.pid, worker.pid)
+            # Pool processes replaced (the memory bound) show as new pids in the group.
+            replaced = len(_WORKER_PIDS) - processes_at_start
             churn = table_churn()
         acks = sorted(a for client in per_client for a in client)
         posted = sum(n for _, n in acks)
@@ -334,7 +354,8 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
     return {
         "rate": posted / (ended - start), "posted": posted, "lags": lags, "reads": reads,
         "drain": (drained - ended) if drained is not None else None, "rss": rss,
-        "rss_series": rss_series, "ceiling": ceiling, "churn": churn, "wal": wal,
+        "rss_series": rss_series, "replaced": replaced, "ceiling": ceiling, "churn": churn,
+        "wal": wal,
     }  # fmt: skip
 
 
@@ -460,9 +481,12 @@ def main() -> None:
         p95 = _p(samples, 0.95) * 1000
         print(f"{name:12} {len(samples):5} calls  p50 {_p(samples, 0.5) * 1000:7.1f} ms  "
               f"p95 {p95:7.1f} ms  {'ok' if p95 < 150 else 'over 150 ms'}")  # fmt: skip
-    for when, (web, worker) in result["rss"].items():
-        print(f"RSS {when:6}  web {web:7.0f} MB  default worker {worker:7.0f} MB")
+    for when, (web, worker, web_pss, worker_pss) in result["rss"].items():
+        print(f"RSS {when:6}  web {web:7.0f} MB  default worker {worker:7.0f} MB  "
+              f"(PSS {web_pss:5.0f} and {worker_pss:5.0f} MB)")  # fmt: skip
     print_rss_trend(result["rss_series"], args.minutes * 60)
+    print(f"default worker: at least {result['replaced']} pool process(es) replaced during the "
+          "load (new pids in the samples: past the memory bound after a task)")  # fmt: skip
     for table, live, dead, vacuums, mb, updates, hot in result["churn"]:
         print(f"{table:22} {live:9,} live rows, {dead:9,} dead versions, {vacuums:4} VACUUMs, "
               f"{mb:7.1f} MB with its indexes, {updates:10,} updates ({hot:10,} HOT)")  # fmt: skip

@@ -301,7 +301,8 @@ class _Batch:
 # (100k against 20k: docs/benchmarks.md), and 1.33x again at 200k (a pass's state read back by
 # the next one). Rows are streamed (_fetch), so the worker's memory grows with the cells, runs
 # and decisions, not the rows: a 200k pass of a shuffled backlog peaked 163 MB above its
-# process's start (230 MB), under the worker's 300 MB a child (WORKER_MAX_MEMORY_PER_CHILD).
+# process's start (230 MB); what a process keeps after its pass is what the worker's memory
+# bound judges (WORKER_MAX_MEMORY_PER_CHILD, workers.memory).
 DEFAULT_BATCH = {"postgresql": 200_000, "sqlite": 5_000}
 
 

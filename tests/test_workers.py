@@ -81,8 +81,45 @@ def test_every_task_ends_by_giving_freed_memory_back(monkeypatch):
 
     calls = []
     monkeypatch.setattr(memory, "_TRIM", lambda pad: calls.append(pad))
+    monkeypatch.setattr(memory, "forget_peak_memory", lambda: calls.append("peak"))
     task_postrun.send(sender=None, task_id="t", task=None, state="SUCCESS")
-    assert calls == [0]
+    assert calls == [0, "peak"]
+
+
+# In a forked process, as a pool process is (an exec'd one starts with the peak of the process
+# that started it: Linux carries it over exec, not over fork).
+_PEAK_FORGOTTEN = """
+import os
+from billiard.compat import mem_rss  # what billiard compares with worker_max_memory_per_child
+from workers.memory import forget_peak_memory, give_back_freed_memory
+
+if os.fork():
+    os._exit(os.waitstatus_to_exitcode(os.wait()[1]))
+base = int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) / 1024
+chunks = [bytes(1000) + bytes([i % 256]) for i in range(200_000)]  # ~200 MB, as a large pass
+del chunks
+give_back_freed_memory()
+peak = mem_rss() / 1024
+assert forget_peak_memory()
+print(base, peak, mem_rss() / 1024, flush=True)
+os._exit(0)
+"""
+
+
+def test_the_memory_bound_judges_what_a_pool_process_holds_after_its_task():
+    """Billiard replaces a pool process whose ru_maxrss is above worker_max_memory_per_child
+    after a task; after every task that peak is reset to the process's current size, so a large
+    pass that freed its memory does not count against the bound, and a slow growth does."""
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    out = subprocess.run([sys.executable, "-c", _PEAK_FORGOTTEN], cwd=settings.BASE_DIR,
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    base, peak, after = map(float, out.stdout.split())
+    assert peak - base > 150  # the peak still counted the pass
+    assert after - base < 50, (base, peak, after)  # now only what is held
 
 
 def test_a_task_keeps_its_connection_unless_it_failed(transactional_db, monkeypatch):

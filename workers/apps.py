@@ -10,15 +10,16 @@ class WorkersConfig(AppConfig):
     def ready(self) -> None:
         from celery.signals import task_postrun, task_prerun
 
-        from workers import connections
-        from workers.memory import give_back_freed_memory
+        from workers import connections, memory
 
         # Database connections kept from task to task, under Django's rules (workers.connections).
         task_prerun.connect(connections.before_task, weak=False)
         task_postrun.connect(connections.after_task, weak=False)
 
         # A pool process keeps the resident size of its largest task otherwise (workers.memory);
-        # worker_max_memory_per_child replaces one that still grows past its bound.
+        # worker_max_memory_per_child then replaces one whose size after the task is still past
+        # its bound (its peak forgotten: billiard checks ru_maxrss after this signal).
         @task_postrun.connect(weak=False)
         def _task_finished(**_kwargs) -> None:
-            give_back_freed_memory()
+            memory.give_back_freed_memory()
+            memory.forget_peak_memory()
