@@ -341,13 +341,14 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Bounded worker memory: a pool process whose resident size after a task (which always
 # finishes), the memory it freed given back, is above this is replaced by a fresh one, so that
 # the workers stay bounded over days whatever the heap keeps (workers.memory: the size after the
-# task, not the task's peak). A fresh pool process holds ~110-120 MB between the soak's passes
-# and grew ~2 MB a minute without this (docs/benchmarks.md, Soak). The work itself is bounded: a
+# task, not the task's peak). A fresh pool process holds ~105-120 MB between the soak's passes,
+# and 150-175 MB once they are large (a catch-up behind): at 160 MB a 30-minute soak replaced
+# one every 30-60 s, for no flatter a worker (docs/benchmarks.md, Soak). The work is bounded: a
 # catch-up pass folds at most 200,000 records on PostgreSQL (records.rollup), an export streams
 # 2,000 rows at a time (records.export), and each pool process takes one message at a time so
 # that a long export holds no others back.
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = (
-    env_int("DECISIONBOARD_WORKER_MAX_MEMORY_MB", 160, minimum=32) * 1024  # in KiB
+    env_int("DECISIONBOARD_WORKER_MAX_MEMORY_MB", 256, minimum=32) * 1024  # in KiB
 )
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Celery's Django fixup closes every database connection after each task unless this is set;

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Q
-
 from records import keys, reader
 from records.keys import (
     CLASSIFICATION,
@@ -34,6 +32,7 @@ from records.keys import (
     PICKS,
     PROVIDER_ERROR,
     RECORD_KINDS,
+    RUN_LAST,
     SELECTION,
     VERDICT,
 )
@@ -45,7 +44,7 @@ from records.metrics import (
     fold_metric,
     streak_history,
 )
-from records.models import Grain, Run, Streak
+from records.models import Grain, Streak
 from records.rollup import truncate
 from records.sketch import Sketch
 
@@ -265,19 +264,19 @@ RATE_KINDS = tuple(
 def overview(project_id: int, now: datetime, period_name: str, agents: list[str]) -> dict:
     """KPIs of the period against the one before, and the period's time series.
 
-    Five queries: records by kind and bucket over both periods, the rows of the rate metrics in
-    the period (by bucket) and in the one before (summed), the pick sketches of both, and the
-    run summaries' counts.
+    Four queries: records by kind and bucket over both periods (with the runs counted in the
+    buckets of their last records: keys.RUN_LAST), the rows of the rate metrics in the period
+    (by bucket) and in the one before (summed), and the pick latencies of both.
     """
     period = get_period(period_name)
     start, end = overview_range(now, period.name)
     previous_start = start - period.span
     interval = period.interval
-    kinds = count_rows(
-        project_id, interval, previous_start, end, RECORD_KINDS, agents, keep=("bucket", "kind")
-    )
-    records_now = [r for r in kinds if r.bucket >= start]
-    records_before = [r for r in kinds if r.bucket < start]
+    kinds = count_rows(project_id, interval, previous_start, end, (*RECORD_KINDS, RUN_LAST),
+                       agents, keep=("bucket", "kind"))  # fmt: skip
+    runs = [r for r in kinds if r.kind == RUN_LAST]
+    records_now = [r for r in kinds if r.bucket >= start and r.kind != RUN_LAST]
+    records_before = [r for r in kinds if r.bucket < start and r.kind != RUN_LAST]
     current = count_rows(project_id, interval, start, end, RATE_KINDS, agents)
     before = count_rows(
         project_id, interval, previous_start, start, RATE_KINDS, agents, keep=COUNT_COLUMNS[1:]
@@ -310,17 +309,11 @@ def overview(project_id: int, now: datetime, period_name: str, agents: list[str]
                 rise_is_bad,
             )
         )
-    runs = Run.objects.filter(project_id=project_id, last_ts__gte=previous_start, last_ts__lt=end)
-    if agents:
-        runs = runs.filter(agent__in=agents)
-    counted = runs.aggregate(
-        now=Count("id", filter=Q(last_ts__gte=start)),
-        before=Count("id", filter=Q(last_ts__lt=start)),
-    )
-    kpis.insert(
-        1,
-        Kpi("runs", "Active runs", counted["now"], counted["before"], counted["now"], "count"),
-    )
+    # Runs whose last record is in the period: those the rollups count (the others are a pass
+    # away), summed over buckets instead of counted over the runs table.
+    runs_now = sum(r.count for r in runs if r.bucket >= start)
+    runs_before = sum(r.count for r in runs if r.bucket < start)
+    kpis.insert(1, Kpi("runs", "Active runs", runs_now, runs_before, runs_now, "count"))
     records_by_kind = grouped("records", records_now, start, end, interval)
     latency = [
         {

@@ -55,9 +55,14 @@ TOOL_KINDS = (TOOL, TOOL_CALL, TOOL_LINK, SELECTION_LINK, NARROWING)
 # (the classifier_latency metrics, the overview, the classifiers page), so the catch-up merges
 # them once as it writes instead of each read merging a sketch per pick row (records.rollup).
 PICK_LATENCY = "derived.pick_latency"
-DERIVED_KINDS = (CLASSIFICATION, VIOLATION, PICK_LATENCY, *TOOL_KINDS)
+# Each run the catch-up folded records of, counted once in the bucket of its last record
+# (Run.last_ts), by the run's agent, model and key "": the overview's active runs of a period
+# are these counts summed, not a count over the runs table. A run whose last record moves to a
+# later bucket (a late record) is taken back from the old one (records.rollup._merge_runs).
+RUN_LAST = "derived.run_last"
+DERIVED_KINDS = (CLASSIFICATION, VIOLATION, PICK_LATENCY, RUN_LAST, *TOOL_KINDS)
 # Derived kinds whose cells a pass can take counts back from (a cell left at zero is deleted).
-RETRACTING_KINDS = frozenset({CLASSIFICATION, TOOL_LINK, SELECTION_LINK, NARROWING})
+RETRACTING_KINDS = frozenset({CLASSIFICATION, TOOL_LINK, SELECTION_LINK, NARROWING, RUN_LAST})
 
 # Notices whose rollups split by detail fields (the classifiers page charts them by these).
 NOTICE_SPLITS: dict[str, tuple[str, ...]] = {

@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import orjson
 from django.conf import settings
@@ -48,6 +48,7 @@ from records.keys import (
     PICK_LATENCY,
     PICKS,
     RETRACTING_KINDS,
+    RUN_LAST,
     TURN,
     VERDICT,
     VIOLATION,
@@ -184,6 +185,7 @@ class _RunDelta:
     flags: set = field(default_factory=set)
     first_ts: datetime | None = None
     last_ts: datetime | None = None
+    agent: str | None = None  # the greatest agent of the pass's records of the run
 
 
 class _Batch:
@@ -233,6 +235,8 @@ class _Batch:
             run.first_ts = ts
         elif ts > run.last_ts:
             run.last_ts = ts
+        if agent and (run.agent is None or agent > run.agent):
+            run.agent = agent
         run.kinds[kind] += 1
         if named:
             for name in _NAMED.get(named) or _models_named(model, named):
@@ -916,7 +920,11 @@ TRUNCATE rollup_stage
 def _merge_rollups(batch: _Batch) -> None:
     """Add the batch's cells to the rollups, one UPSERT: counts and sums added by it, and the
     latency sketches merged before it (_merged_sketches)."""
-    grains = batch.grains()
+    _write_rollups(batch.grains())
+
+
+def _write_rollups(grains: dict[str, dict[tuple, _Cell]]) -> None:
+    """Add cells of every grain, {grain: {(project, bucket, kind, agent, model, key): cell}}."""
     sketches = _merged_sketches(grains)
     rows = []
     for grain, cells in grains.items():
@@ -992,6 +1000,8 @@ _RUN_SET = """
     record_count = r.record_count + v.n,
     first_ts = CASE WHEN r.first_ts <= v.first_ts THEN r.first_ts ELSE v.first_ts END,
     last_ts = CASE WHEN r.last_ts >= v.last_ts THEN r.last_ts ELSE v.last_ts END,
+    agent = CASE WHEN v.agent IS NOT NULL AND (r.agent IS NULL OR v.agent > r.agent)
+                 THEN v.agent ELSE r.agent END,
     kind_counts = json_add(r.kind_counts, v.kinds),
     models_seen = json_add(r.models_seen, v.models),
     has_swap = r.has_swap OR v.swap,
@@ -1003,25 +1013,46 @@ _RUN_SET = """
 _RUN_STAGE = """
 CREATE TEMP TABLE IF NOT EXISTS run_stage (
     project_id bigint, run_id text, n bigint, first_ts timestamptz, last_ts timestamptz,
-    kinds jsonb, models jsonb, swap boolean, fallback boolean, error boolean,
+    agent text, kinds jsonb, models jsonb, swap boolean, fallback boolean, error boolean,
     contract_break boolean, violation boolean
 ) ON COMMIT DELETE ROWS;
 TRUNCATE run_stage
 """
 _RUN_STAGE_COLUMNS = (
-    "project_id, run_id, n, first_ts, last_ts, kinds, models, swap, fallback, error, "
+    "project_id, run_id, n, first_ts, last_ts, agent, kinds, models, swap, fallback, error, "
     "contract_break, violation"
 )
 
 
+_RUN_UPDATE = f"""
+WITH before AS (
+    SELECT r.id, r.agent, r.record_count, r.last_ts FROM {_RUN} AS r JOIN run_stage AS v
+    ON r.project_id = v.project_id AND r.run_id = v.run_id
+), updated AS (
+    UPDATE {_RUN} AS r SET {_RUN_SET} FROM run_stage AS v
+    WHERE r.project_id = v.project_id AND r.run_id = v.run_id
+    RETURNING r.id, r.project_id, r.agent, r.last_ts
+)
+SELECT u.project_id, b.agent, u.agent, b.record_count, b.last_ts, u.last_ts
+FROM updated AS u JOIN before AS b ON b.id = u.id
+"""
+
+
 def _merge_runs(batch: _Batch) -> None:
-    """Widen each run's time range, count its records and fold in its summary.
+    """Widen each run's time range, count its records and fold in its summary; then move each
+    run's RUN_LAST count to the buckets of its last record (_count_run_ends).
+
+    A run's agent becomes the greatest agent of its records (ingest stores the greatest of its
+    first batch's), so that a run that names several agents ends under the same one whatever
+    order its records arrive in.
 
     Sorted by (project, run_id) so that passes lock runs in one order; ingest only ever
-    inserts new runs (ON CONFLICT DO NOTHING), so it never waits on these row locks.
+    inserts new runs (ON CONFLICT DO NOTHING), so it never waits on these row locks. On
+    PostgreSQL the statement returns each run's count and last_ts from before it (both CTEs
+    read the snapshot the statement started from); SQLite reads them first.
     """
     rows = [
-        (project, run_id, sum(delta.kinds.values()), delta.first_ts, delta.last_ts,
+        (project, run_id, sum(delta.kinds.values()), delta.first_ts, delta.last_ts, delta.agent,
          orjson.dumps(delta.kinds).decode(), orjson.dumps(delta.models).decode(),
          *(flag in delta.flags for flag in _FLAGS))
         for (project, run_id), delta in sorted(batch.runs.items())
@@ -1032,18 +1063,56 @@ def _merge_runs(batch: _Batch) -> None:
             with cursor.cursor.copy(f"COPY run_stage ({_RUN_STAGE_COLUMNS}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
-            cursor.execute(
-                f"UPDATE {_RUN} AS r SET {_RUN_SET} FROM run_stage AS v "
-                "WHERE r.project_id = v.project_id AND r.run_id = v.run_id"
-            )
+            cursor.execute(_RUN_UPDATE)
+            ends = cursor.fetchall()
         else:
+            columns = ("project_id", "run_id")
+            stored = rows_by_keys(_RUN, columns, ("bigint", "text"),
+                                  (*columns, "agent", "record_count", "last_ts"),
+                                  [row[:2] for row in rows])  # fmt: skip
+            ends = []
+            for project, run_id, agent, folded, last_ts in stored:
+                last_ts, delta = _utc(last_ts), batch.runs[(project, run_id)]
+                now_agent = agent
+                if delta.agent is not None and (agent is None or delta.agent > agent):
+                    now_agent = delta.agent
+                ends.append((project, agent, now_agent, folded, last_ts,
+                             max(last_ts, delta.last_ts)))  # fmt: skip
             cursor.executemany(
                 f"UPDATE {_RUN} AS r SET {_RUN_SET} FROM (SELECT %s AS project_id, %s AS run_id, "
-                "%s AS n, %s AS first_ts, %s AS last_ts, %s AS kinds, %s AS models, %s AS swap, "
-                "%s AS fallback, %s AS error, %s AS contract_break, %s AS violation) AS v "
-                "WHERE r.project_id = v.project_id AND r.run_id = v.run_id",
+                "%s AS n, %s AS first_ts, %s AS last_ts, %s AS agent, %s AS kinds, %s AS models, "
+                "%s AS swap, %s AS fallback, %s AS error, %s AS contract_break, %s AS violation) "
+                "AS v WHERE r.project_id = v.project_id AND r.run_id = v.run_id",
                 [(*row[:3], _db_time(row[3]), _db_time(row[4]), *row[5:]) for row in rows],
             )
+    _count_run_ends(ends)
+
+
+def _count_run_ends(ends: list[tuple]) -> None:
+    """Count each run once in the buckets of its last record, under its agent: a run folded for
+    the first time (no record counted before) adds 1 there; a run whose last record moved to
+    another bucket of a grain, or whose agent changed, takes its 1 from where it was. `ends`
+    are (project, agent before, agent now, records counted before, last_ts before, now)."""
+    grains: dict[str, dict[tuple, _Cell]] = {grain: defaultdict(_Cell) for grain in GRAINS}
+    for project, agent_before, agent, counted, before, now in ends:
+        for grain, cells in grains.items():
+            bucket = truncate(now, grain)
+            if counted:
+                old = truncate(before, grain)
+                if old == bucket and agent_before == agent:
+                    continue
+                cells[(project, old, RUN_LAST, agent_before or "", "", "")].count -= 1
+            cells[(project, bucket, RUN_LAST, agent or "", "", "")].count += 1
+    grains = {grain: {k: c for k, c in cells.items() if c.count} for grain, cells in grains.items()}
+    if any(grains.values()):
+        _write_rollups(grains)
+
+
+def _utc(value) -> datetime:
+    """A timestamp as SQLite hands it over (text, or naive UTC) made an aware datetime."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _merge_streaks(batch: _Batch) -> None:

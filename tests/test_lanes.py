@@ -153,7 +153,7 @@ def test_a_change_of_lanes_folds_the_lagging_lanes_up_to_the_leader_first(db):
     laned = [_snapshot(project) for project in projects]
     assert laned == want
     assert Record.objects.filter(project__in=projects).count() == sum(
-        sum(run[1].values()) for snapshot in laned for run in snapshot[2]
+        sum(run[2].values()) for snapshot in laned for run in snapshot[2]
     )
 
 

@@ -7,6 +7,7 @@ import random
 import signal
 import sys
 import time
+from collections import Counter
 from datetime import datetime, timedelta
 
 import psycopg
@@ -15,8 +16,11 @@ from django.apps import apps
 from django.utils import timezone
 
 from records import rollup
+from records.buckets import truncate
+from records.keys import RUN_LAST
 from records.models import (
     Classification,
+    Grain,
     Project,
     Record,
     Rollup,
@@ -210,8 +214,7 @@ def _snapshot(project):
             r.tokens_in,
             r.tokens_out,
             round(r.latency_sum, 6),
-            sorted(r.sketch.get("b", {}).items()),
-            r.sketch.get("z"),
+            sorted(r.sketch.items()),  # {"z": zeros, "<bin>": count, ...} (records.sketch)
         )
         for r in Rollup.objects.filter(project=project)
     )
@@ -223,6 +226,7 @@ def _snapshot(project):
     runs = sorted(
         Run.objects.filter(project=project).values_list(
             "run_id",
+            "agent",  # the greatest of its records' (records.rollup._merge_runs)
             "kind_counts",
             "models_seen",
             "has_swap",
@@ -306,7 +310,7 @@ def test_a_worker_killed_in_the_middle_of_a_pass_leaves_nothing_behind(
             while True:
                 waiting = watcher.execute(
                     "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND wait_event_type = 'Lock' AND query ILIKE 'UPDATE records_run%%'"
+                    "AND wait_event_type = 'Lock' AND query ILIKE '%%UPDATE records_run AS r%%'"
                 ).fetchone()
                 if waiting:
                     break
@@ -340,6 +344,30 @@ def test_out_of_order_arrival_gives_the_same_metrics_and_streaks(alice, bob):
         ingest(bob, shuffled[start : start + 150])
         rollup.catch_up()
     assert _snapshot(bob.project) == _snapshot(alice.project)
+
+
+def test_each_folded_run_counts_once_in_the_buckets_of_its_last_record(alice):
+    """keys.RUN_LAST: after passes that bring a run's records in any order, each run is counted
+    once per grain, in the bucket of its last record; the buckets it left hold no row."""
+    records = rollup_data.build(600, seed=9)
+    # One run whose last record arrives after it was counted, in a later minute, hour and day.
+    records += [record(run_id="late", ts="2026-11-20T23:59:30Z")]
+    late_end = record(run_id="late", ts="2026-11-21T00:00:10Z")
+    random.Random(2).shuffle(records)
+    for start in range(0, len(records), 100):
+        ingest(alice, records[start : start + 100])
+        rollup.catch_up()
+    ingest(alice, [late_end])
+    rollup.catch_up()
+    stored = Rollup.objects.filter(project=alice.project, kind=RUN_LAST)
+    for grain in Grain:
+        got = {(r.bucket, r.agent): r.count for r in stored.filter(grain=grain)}
+        want = Counter(
+            (truncate(run.last_ts, grain), run.agent or "")
+            for run in Run.objects.filter(project=alice.project)
+        )
+        # (the late run's first minute, hour and day held it alone: no row is left there)
+        assert got == dict(want), grain
 
 
 def test_a_late_record_lands_in_its_own_bucket(alice):

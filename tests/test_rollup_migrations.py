@@ -1,4 +1,6 @@
-"""Migration 0017 merges the latency sketches stored on pick rows into PICK_LATENCY rows."""
+"""Migrations that give rollups stored before them the rows of a new derived kind: 0017 merges
+the latency sketches stored on pick rows into PICK_LATENCY rows, 0018 counts the folded runs in
+RUN_LAST rows."""
 
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from records import metrics
-from records.keys import PICK, PICK_ERROR, PICK_LATENCY
-from records.models import Grain, Project, Rollup
+from records.keys import PICK, PICK_ERROR, PICK_LATENCY, RUN_LAST
+from records.models import Grain, Project, Rollup, Run
 from records.sketch import Sketch
 
 BEFORE = [("records", "0016_updated_tables_fillfactor")]
@@ -104,3 +106,56 @@ def test_the_pick_rows_latencies_become_one_merged_row_per_model_and_bucket(befo
     migrate(BEFORE)
 
     assert not Rollup.objects.filter(kind=PICK_LATENCY).exists()
+
+
+BEFORE_RUN_LAST = [("records", "0017_pick_latency_rollups")]
+
+
+@pytest.fixture
+def before_run_last(transactional_db):
+    migrate(BEFORE_RUN_LAST)
+    yield
+    migrate(latest())
+
+
+@pytest.mark.both_dbs
+def test_the_folded_runs_are_counted_in_the_buckets_of_their_last_records(before_run_last):
+    project = Project.objects.create(name="acme")
+    ends = {  # run -> (agent, last_ts, records folded)
+        "a": ("bot", T0 + timedelta(seconds=5), 3),
+        "b": ("bot", T0 + timedelta(seconds=50), 1),
+        "c": ("bot", T0 + timedelta(minutes=1), 2),  # the next minute, the same hour
+        "d": (None, T0 + timedelta(hours=15), 4),  # the next day; no agent
+        "e": ("bot", T0, 0),  # stored by ingest, not folded yet: not counted
+    }
+    Run.objects.bulk_create(
+        Run(
+            project=project,
+            run_id=run_id,
+            agent=agent,
+            first_ts=T0,
+            last_ts=last,
+            record_count=n,
+            created_at=T0,
+        )  # fmt: skip
+        for run_id, (agent, last, n) in ends.items()
+    )
+
+    migrate(latest())
+
+    def counts(grain):
+        stored = Rollup.objects.filter(project=project, kind=RUN_LAST, grain=grain)
+        return {(r.bucket, r.agent, r.model, r.key): r.count for r in stored}
+
+    day = T0.replace(hour=0)
+    assert counts(Grain.MINUTE) == {
+        (T0, "bot", "", ""): 2,
+        (T0 + timedelta(minutes=1), "bot", "", ""): 1,
+        (T0 + timedelta(hours=15), "", "", ""): 1,
+    }
+    assert counts(Grain.HOUR) == {(T0, "bot", "", ""): 3, (T0 + timedelta(hours=15), "", "", ""): 1}
+    assert counts(Grain.DAY) == {(day, "bot", "", ""): 3, (day + timedelta(days=1), "", "", ""): 1}
+
+    migrate(BEFORE_RUN_LAST)
+
+    assert not Rollup.objects.filter(kind=RUN_LAST).exists()
