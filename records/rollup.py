@@ -1048,8 +1048,8 @@ def _merge_runs(batch: _Batch) -> None:
 
     Sorted by (project, run_id) so that passes lock runs in one order; ingest only ever
     inserts new runs (ON CONFLICT DO NOTHING), so it never waits on these row locks. On
-    PostgreSQL the statement returns each run's count and last_ts from before it (both CTEs
-    read the snapshot the statement started from); SQLite reads them first.
+    PostgreSQL the statement returns each run's agent, count and last_ts from before it (both
+    CTEs read the snapshot the statement started from); SQLite reads them first.
     """
     rows = [
         (project, run_id, sum(delta.kinds.values()), delta.first_ts, delta.last_ts, delta.agent,
