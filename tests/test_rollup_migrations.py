@@ -8,37 +8,28 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from records import metrics
 from records.keys import PICK, PICK_ERROR, PICK_LATENCY, RUN_LAST
 from records.models import Grain, Project, Rollup, Run
 from records.sketch import Sketch
+from tests.test_partition_migration import latest, migrate
 
 BEFORE = [("records", "0016_updated_tables_fillfactor")]
+BEFORE_RUN_LAST = [("records", "0017_pick_latency_rollups")]
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 
-def migrate(targets) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-
-
-def latest():
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
-
-
 @pytest.fixture
-def before_pick_latency(transactional_db):
-    migrate(BEFORE)
-    yield
+def migrated_back(transactional_db):
+    """Migrate back with the function this yields; forwards to the latest again after."""
+    yield migrate
     migrate(latest())
 
 
 @pytest.mark.both_dbs
-def test_the_pick_rows_latencies_become_one_merged_row_per_model_and_bucket(before_pick_latency):
+def test_the_pick_rows_latencies_become_one_merged_row_per_model_and_bucket(migrated_back):
+    migrated_back(BEFORE)
     rng = random.Random(17)
     project = Project.objects.create(name="acme")
     latencies: dict[tuple, list[float]] = {}  # (grain, bucket, agent, model) -> every latency
@@ -108,18 +99,9 @@ def test_the_pick_rows_latencies_become_one_merged_row_per_model_and_bucket(befo
     assert not Rollup.objects.filter(kind=PICK_LATENCY).exists()
 
 
-BEFORE_RUN_LAST = [("records", "0017_pick_latency_rollups")]
-
-
-@pytest.fixture
-def before_run_last(transactional_db):
-    migrate(BEFORE_RUN_LAST)
-    yield
-    migrate(latest())
-
-
 @pytest.mark.both_dbs
-def test_the_folded_runs_are_counted_in_the_buckets_of_their_last_records(before_run_last):
+def test_the_folded_runs_are_counted_in_the_buckets_of_their_last_records(migrated_back):
+    migrated_back(BEFORE_RUN_LAST)
     project = Project.objects.create(name="acme")
     ends = {  # run -> (agent, last_ts, records folded)
         "a": ("bot", T0 + timedelta(seconds=5), 3),
