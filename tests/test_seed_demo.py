@@ -276,7 +276,15 @@ def test_it_adds_nothing_the_second_time():
 
 @pytest.mark.both_dbs
 @pytest.mark.django_db
-def test_it_links_sub_agent_runs_in_the_store():
+def test_it_links_sub_agent_runs_in_the_store(monkeypatch):
+    # The generated runs depend on the time they end at: seed 0 with 3,000 records in 60 runs
+    # delegates to no sub-agent when they end at 12:17-12:19 UTC (CI failed so on 2026-12-02).
+    # Yesterday 10:00 UTC delegates (checked weekly over 400 days), and stays within retention.
+    from django.utils import timezone
+
+    yesterday = timezone.now() - timedelta(days=1)
+    ended = yesterday.replace(hour=10, minute=0, second=0, microsecond=0)
+    monkeypatch.setattr(timezone, "now", lambda: ended)
     seed(records=3000, runs=60)
     children = Run.objects.exclude(parent_run_id=None)
     assert children.exists()

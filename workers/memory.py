@@ -10,9 +10,9 @@ to call and nothing is done. It does not make the soak's worker flat on its own
 (docs/benchmarks.md, Soak).
 
 Celery's worker_max_memory_per_child (billiard) replaces a pool process after a task when its
-*peak* resident size (getrusage's ru_maxrss) is above the bound: one large pass marked a process
-for good, so the bound had to sit above the largest pass, far above what a process keeps between
-tasks, and a process that grew slowly under it was never replaced. Writing "5" to
+*peak* resident size (getrusage's ru_maxrss) is above the bound: every large pass got its
+process replaced, so the bound had to sit above the largest pass, far above what a process keeps
+between tasks, and a process that grew slowly under it was never replaced. Writing "5" to
 /proc/self/clear_refs resets that peak to the current resident size; done after the trim, at
 the end of every task and before billiard's check, the bound applies to what the process keeps
 between tasks. Where the file does not exist (not Linux) the peak stays, as Celery has it.
