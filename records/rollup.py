@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import orjson
 from django.conf import settings
@@ -1071,8 +1071,9 @@ def _merge_runs(batch: _Batch) -> None:
                                   (*columns, "agent", "record_count", "last_ts"),
                                   [row[:2] for row in rows])  # fmt: skip
             ends = []
-            for project, run_id, agent, folded, last_ts in stored:
-                last_ts, delta = _utc(last_ts), batch.runs[(project, run_id)]
+            for project, run_id, agent, folded, last_ts in stored:  # SQLite: last_ts as text
+                last_ts = connection.ops.convert_datetimefield_value(last_ts, None, connection)
+                delta = batch.runs[(project, run_id)]
                 now_agent = agent
                 if delta.agent is not None and (agent is None or delta.agent > agent):
                     now_agent = delta.agent
@@ -1106,13 +1107,6 @@ def _count_run_ends(ends: list[tuple]) -> None:
     grains = {grain: {k: c for k, c in cells.items() if c.count} for grain, cells in grains.items()}
     if any(grains.values()):
         _write_rollups(grains)
-
-
-def _utc(value) -> datetime:
-    """A timestamp as SQLite hands it over (text, or naive UTC) made an aware datetime."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _merge_streaks(batch: _Batch) -> None:
