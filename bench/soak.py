@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/soak.py [--minutes 10] [--rate 3000] [--clients 2] [--backlog 200000]
                                    [--read-pause 0.2] [--database decisionboard_bench_soak]
+                                   [--random-ids]
 
 Killed (SIGTERM, SIGINT, SIGHUP, `timeout`), it stops the gunicorn and Celery workers it started
 before it exits (bench.common.exit_on_signals); a second signal kills them at once.
@@ -14,6 +15,9 @@ gunicorn.conf.py and the Celery workers with beat (workers.processes.worker_comm
    `rate` records/s. Each batch is whole runs of every kind (records.demo, run after run) with
    timestamps spread over the 30 minutes before it is sent: agents flush a run when it ends, so
    records arrive up to half an hour late, a third of them verdicts or picks of past minutes.
+   Record and run ids count up per client, as the decisionboard client's do; `--random-ids`
+   makes them uuid4s, as OpenTelemetry span ids or records posted without an id have, which
+   scatter the inserts into the record key index over the whole of it.
    Meanwhile a reader requests, one after another, the overview, the runs list, a run, the
    classifiers page and the metrics API (a latency percentile by model, per minute), with
    `read-pause` seconds between requests (0.2: about five a second, a busy team of operators
@@ -71,6 +75,7 @@ SPREAD = timedelta(minutes=30)
 CHUNK = 20  # batches generated at a time by a client
 CEILING_SECONDS = 20
 RSS_EVERY = 10  # seconds between the RSS and PSS samples of web and worker during the load
+RANDOM_IDS = False  # --random-ids; set before the clients fork
 
 
 # --- clients (child processes) ------------------------------------------------------------------
@@ -87,15 +92,32 @@ def _batches(client: int, seed_base: int):
             generate_records(records=BATCH * CHUNK, runs=BATCH * CHUNK // 100, seed=seed,
                              end=datetime.now(UTC).replace(microsecond=0), span=SPREAD)
         )  # fmt: skip
+        if RANDOM_IDS:
+            _randomise_ids(records)
         for i in range(0, len(records), BATCH):
             yield orjson.dumps({"records": records[i : i + BATCH]})
         chunk += 1
 
 
+def _randomise_ids(records: list[dict]) -> None:
+    """Random record and run ids (uuid4), as OpenTelemetry span ids, a framework's uuid4 run
+    ids or records posted without an id (their key is a sha256) have: the demo's own ids count
+    up, so each client's keys land together in the key and run indexes. A run keeps one id."""
+    import uuid
+
+    runs: dict[str, str] = {}
+    for record in records:
+        record["id"] = uuid.uuid4().hex
+        for field in ("run_id", "parent_run_id"):
+            if field in record:
+                record[field] = runs.setdefault(record[field], str(uuid.uuid4()))
+
+
 class _Client:
     """One keep-alive connection, as a browser or an HTTP library keeps one: a request that
-    finds it closed by the server (a gunicorn worker replaced after max_requests closes its idle
-    connections) is sent again on a new one, once, and counted. The time measured includes the
+    finds it closed by the server (idle past the keep-alive timeout, or a gunicorn worker
+    leaving when DECISIONBOARD_WEB_MAX_REQUESTS is set) is sent again on a new one, once, and
+    counted. The time measured includes the
     failed attempt. Ingest is idempotent on record ids, so a POST is sent again too (the
     decisionboard client does the same)."""
 
@@ -448,7 +470,14 @@ def main() -> None:
     parser.add_argument(
         "--database", default="decisionboard_bench_soak", help="the scratch database (recreated)"
     )
+    parser.add_argument(
+        "--random-ids",
+        action="store_true",
+        help="uuid4 record and run ids instead of the demo's counting ones",
+    )
     args = parser.parse_args()
+    global RANDOM_IDS
+    RANDOM_IDS = args.random_ids
     exit_on_signals()  # a killed run stops its gunicorn and Celery children
 
     var = Path("/tmp") / args.database

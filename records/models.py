@@ -224,7 +224,15 @@ class Record(models.Model):
         indexes = [
             models.Index(fields=["project", "ts"], name="record_ts"),
             models.Index(fields=["project", "run_id", "ts"], name="record_run_ts"),
-            models.Index(fields=["project", "kind", "ts"], name="record_kind_ts"),
+            # The verdicts of a time span, for the streak recompute (records.rollup
+            # ._dirty_segments). Verdicts only: an index over every kind, (project, kind, ts),
+            # was a third of the WAL of out-of-order ingest (migration 0019), and the records
+            # list filters a kind as it filters an agent or a model, along record_ts.
+            models.Index(
+                fields=["project", "ts"],
+                condition=models.Q(kind="classifier.verdict"),
+                name="record_verdict_ts",
+            ),
             # The notices of one code in a window (rollup_key starts with the code): alert
             # rules on a notice's detail count these (alerts.notices). Notices only, so the
             # other kinds' ingest pays nothing for it.

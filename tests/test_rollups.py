@@ -517,6 +517,46 @@ def test_the_catch_up_keeps_its_tables_analysed_as_they_grow(postgres, alice):
     assert not rollup.analyze_if_grown(min_records=500)  # nothing grew since
 
 
+def test_the_streak_recompute_reads_the_verdicts_index_without_statistics(postgres, alice):
+    """A late verdict's minute is recomputed from the verdicts of its span: on partitions with
+    no statistics (autovacuum off, nothing analysed) the plan reads the verdicts-only index
+    record_verdict_ts, not every kind's records of the span (migration 0019)."""
+    import re
+
+    records = rollup_data.build(600, seed=2)
+    ingest(alice, records)
+    rollup.catch_up()
+    verdicts = Record.objects.filter(project=alice.project, kind="classifier.verdict")
+    minutes = sorted({truncate(ts, "minute") for ts in verdicts.values_list("ts", flat=True)})
+    models = set(verdicts.values_list("model", flat=True))
+    assert len(minutes) > 3 and models
+    with postgres.cursor() as cursor:
+        # Forget what any earlier ANALYZE found (the test's transaction rolls this back).
+        cursor.execute(
+            "DELETE FROM pg_statistic WHERE starelid IN (SELECT inhrelid FROM pg_inherits "
+            "WHERE inhparent = 'records_record'::regclass)"
+        )
+        cursor.execute(
+            "UPDATE pg_class SET reltuples = -1 WHERE oid IN (SELECT inhrelid FROM pg_inherits "
+            "WHERE inhparent = 'records_record'::regclass)"
+        )
+        cursor.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'record_verdict_ts'::regclass"
+        )
+        verdict_indexes = {name for (name,) in cursor.fetchall()}
+        spans = rollup._spans(minutes[:1] + minutes[2:4])  # apart: more than one span
+        sql, params = rollup._verdicts_query(alice.project.id, models, spans, 10**12)
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(line for (line,) in cursor.fetchall())
+    read = set(re.findall(r"Index (?:Only )?Scan (?:Backward )?(?:using|on) (\S+)", plan))
+    assert read and read <= verdict_indexes, plan
+    assert "Seq Scan" not in plan, plan
+    # Each span a range of the index, not a filter over the day's verdicts.
+    ranges = re.findall(r"Index Cond: \(\(project_id = \d+\) AND \(ts >= ", plan)
+    assert len(spans) > 1 and len(ranges) == len(spans), plan
+
+
 def _rollup_table_stats(cursor, *columns: str) -> tuple[int, ...]:
     """These pg_stat_user_tables counters of the rollup table, this session's counts flushed."""
     cursor.execute("SELECT pg_stat_force_next_flush()")
