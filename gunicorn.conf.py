@@ -23,10 +23,14 @@ worker_class = "gthread"
 # Processes: one or two per core. WEB_CONCURRENCY is the variable platforms set for this.
 workers = env_int("WEB_CONCURRENCY", 2, minimum=1)
 threads = env_int("DECISIONBOARD_WEB_THREADS", 4, minimum=1)
-# A worker is replaced, gracefully, after this many requests (with jitter so that they do not
-# all restart at once): whatever a process accumulates (allocator fragmentation, caches) is
-# given back, so web memory stays flat over days of ingest.
-max_requests = env_int("DECISIONBOARD_WEB_MAX_REQUESTS", 20_000, minimum=0)
+# Workers are not replaced after a number of requests (0), because gunicorn's gthread worker
+# drops connections as it leaves: it closes connections it accepted but had not read yet, and
+# kept-alive ones it had just answered keep-alive (benoitc/gunicorn#3038; a replacement every
+# 30 requests cost 13-20 resets and closed connections in 550 POSTs, and a 30-minute soak's
+# client two in a row when 20,000 was the default). Nothing asks for it: a web worker's memory
+# is flat under sustained ingest (docs/benchmarks.md, Soak). An operator may still set one
+# (with a tenth of it as jitter) and must then have clients that resend on a closed connection.
+max_requests = env_int("DECISIONBOARD_WEB_MAX_REQUESTS", 0, minimum=0)
 max_requests_jitter = max_requests // 10
 # A request is never this long (ingest bodies are capped at 5 MB, exports stream); a worker
 # silent for longer is hung and replaced.
