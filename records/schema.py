@@ -335,3 +335,22 @@ DATA_TYPES: dict[str, type[Struct]] = {
 ENVELOPES: dict[str, type[Envelope]] = {k: _envelope(k, t) for k, t in DATA_TYPES.items()}
 # A tagged union: msgspec picks the member by `kind` before it validates the rest.
 AnyRecord = Union[tuple(ENVELOPES.values())]  # noqa: UP007 (built from a tuple at run time)
+
+
+def _build_validation_info() -> None:
+    """Have msgspec build what it validates each Struct with now, as this module is imported
+    (by one thread: the import lock holds the others until it is done).
+
+    msgspec 0.20 builds a Struct's info the first time a value is converted to it and publishes
+    it before it is complete: a second thread converting to the same kind meanwhile read it half
+    built and the process died (SIGSEGV in msgspec's _core, a NULL read). Every fresh gunicorn
+    worker taking concurrent ingest batches did (its threads all convert their first picks,
+    turns and verdicts together): workers crashed and were respawned under load, and the
+    clients of the batches they held met closed connections. msgspec 0.23 no longer crashes
+    so (tests/test_validation.py runs the race in fresh processes).
+    """
+    for struct in (*ENVELOPES.values(), *NOTICE_DETAILS.values()):
+        msgspec.json.Decoder(struct)
+
+
+_build_validation_info()

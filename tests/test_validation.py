@@ -409,3 +409,47 @@ def test_it_never_raises_on_arbitrary_junk():
 def test_it_rejects_a_timestamp_from_a_zeroed_clock():
     errors = check(record(ts="1970-01-01T00:00:00Z"))
     assert "before 2000-01-01" in errors["ts"][0]
+
+
+RACE = """
+import sys, threading
+from datetime import UTC, datetime, timedelta
+
+from records.demo import generate_records
+
+records = list(generate_records(records=300, runs=3, seed=1, end=datetime.now(UTC),
+                                span=timedelta(minutes=30)))
+from records.normalise import normalise  # imports records.schema, as a web worker's first batch
+
+sys.setswitchinterval(0.0001)  # threads interleave as densely as they can
+start = threading.Barrier(8)
+
+
+def batch():
+    start.wait()
+    for raw in records:
+        normalise(raw, now=datetime.now(UTC))
+
+
+threads = [threading.Thread(target=batch) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+"""
+
+
+def test_threads_of_a_fresh_process_validate_their_first_records_together():
+    """A fresh web worker's threads validating their first batches at once: with msgspec 0.20
+    each process died of a SIGSEGV as two threads built the same Struct's info (20 of 20 runs
+    of this script, before records.schema built them on import)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for _ in range(4):  # each run a fresh interpreter: msgspec's info is built once a process
+        done = subprocess.run(
+            [sys.executable, "-c", RACE], cwd=root, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
