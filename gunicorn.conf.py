@@ -26,7 +26,7 @@ threads = env_int("DECISIONBOARD_WEB_THREADS", 4, minimum=1)
 # Workers are not replaced after a number of requests (0), because gunicorn's gthread worker
 # drops connections as it leaves: it closes connections it accepted but had not read yet, and
 # kept-alive ones it had just answered keep-alive (benoitc/gunicorn#3038; a replacement every
-# 30 requests cost 13-20 resets and closed connections in 550 POSTs, and a 30-minute soak's
+# 30 requests cost 6-9 resets and closed connections in ~420 POSTs, and a 30-minute soak's
 # client two in a row when 20,000 was the default). Nothing asks for it: a web worker's memory
 # is flat under sustained ingest (docs/benchmarks.md, Soak). An operator may still set one
 # (with a tenth of it as jitter) and must then have clients that resend on a closed connection.
