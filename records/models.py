@@ -225,8 +225,8 @@ class Record(models.Model):
             models.Index(fields=["project", "ts"], name="record_ts"),
             models.Index(fields=["project", "run_id", "ts"], name="record_run_ts"),
             # The verdicts of a time span, for the streak recompute (records.rollup
-            # ._dirty_segments). Verdicts only: an index over every kind, (project, kind, ts),
-            # was a third of the WAL of out-of-order ingest (migration 0019), and the records
+            # ._verdicts_query). Verdicts only: an index over every kind, (project, kind, ts),
+            # wrote 41 % of the WAL of out-of-order ingest (migration 0019), and the records
             # list filters a kind as it filters an agent or a model, along record_ts.
             models.Index(
                 fields=["project", "ts"],
