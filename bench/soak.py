@@ -117,9 +117,8 @@ class _Client:
     """One keep-alive connection, as a browser or an HTTP library keeps one: a request that
     finds it closed by the server (idle past the keep-alive timeout, or a gunicorn worker
     leaving when DECISIONBOARD_WEB_MAX_REQUESTS is set) is sent again on a new one, once, and
-    counted. The time measured includes the
-    failed attempt. Ingest is idempotent on record ids, so a POST is sent again too (the
-    decisionboard client does the same)."""
+    counted. The time measured includes the failed attempt. Ingest is idempotent on record ids,
+    so a POST is sent again too (the decisionboard client does the same)."""
 
     def __init__(self, port: int) -> None:
         self.port = port

@@ -1272,9 +1272,10 @@ def _verdicts_query(project: int, models, spans, last_id: int) -> tuple[str, lis
         f"SELECT * FROM ({' UNION ALL '.join([branch] * len(spans))}) AS verdicts "
         f"ORDER BY ts, record_key{_CODEPOINTS[connection.vendor]}"
     )
+    models = sorted(models)
     params = []
     for start, end in spans:
-        params += [project, VERDICT, *sorted(models), last_id, _db_time(start), _db_time(end)]
+        params += [project, VERDICT, *models, last_id, _db_time(start), _db_time(end)]
     return sql, params
 
 
