@@ -451,6 +451,9 @@ class StreakSegment(models.Model):
     # streak) is recomputed from the raw verdicts once at the end of a catch-up, not by every
     # pass that brings it another one (records.rollup.fold_dirty_streaks).
     dirty = models.BooleanField(default=False)
+    # The watermark of the last pass that marked it dirty: the recompute reads the verdicts
+    # without the lane's lock, and a minute marked past the watermark it read stays dirty.
+    dirty_upto = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [

@@ -208,6 +208,7 @@ class _Batch:
         # (project, run_id) of the runs that earlier passes folded records of: only those can
         # have stored state to read (_runs_folded_before)
         self.runs_folded_before: set[tuple[int, str]] = set()
+        self.last_id = 0  # the watermark the pass moves to (it marks late streak minutes with it)
 
     def add(self, row: tuple) -> None:
         (record_id, project, kind, agent, model, key, ts, latency, t_in, t_out, run_id,
@@ -479,6 +480,7 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
     last_id = min(high, watermark.last_id + batch_size * lanes)
     watermark.last_pass_at = timezone.now()
     batch = _Batch()
+    batch.last_id = last_id
     count = 0
     with _collector_paused():
         # Closed at once if folding fails: its read-ahead thread is done before the rollback.
@@ -1121,7 +1123,7 @@ def _merge_streaks(batch: _Batch) -> None:
         return
     minutes, late = _minute_segments(batch)
     _save_segments(Grain.MINUTE, minutes)
-    _mark_dirty(late)
+    _mark_dirty(late, batch.last_id)
     _fold_upwards(minutes)
 
 
@@ -1153,35 +1155,65 @@ def fold_dirty_streaks(
 ) -> int:
     """Recompute every dirty minute of the lane's projects from its raw verdicts (those folded
     in: id <= the lane's watermark), then the hours, days and streaks above; returns how many
-    minutes. Holds the lane's watermark lock, so no pass of the lane runs meanwhile. Skipped
-    (0) when the lane last did so less than `unless_within` seconds ago."""
+    minutes. Skipped (0) when the lane last did so less than `unless_within` seconds ago, or
+    while another process recomputes the lane's minutes.
+
+    The verdicts are read without the lane's watermark lock, so the lane's passes go on
+    meanwhile: under half an hour of late verdicts a recompute reads all of them, seconds of
+    work, and passes that waited for it were most of the soak's rollup lag. The lock is taken
+    only to store the result. A pass that marked a minute again meanwhile (dirty_upto past the
+    watermark read here) brought it verdicts this recompute did not read: that minute stays
+    dirty for the next one. Any other dirty minute has no verdict past that watermark (a pass
+    only extends a minute that is not dirty), so what was computed is exact when stored."""
     lanes = lanes or configured_lanes()
     with transaction.atomic():
-        watermark = _lock_watermark(lane, lanes)
-        if watermark is None:
-            return 0  # the lanes are switching: whichever lane then owns them folds them
+        folded = _lock_streaks_folded(lane, lanes)
+        if folded is None:
+            return 0  # another process is recomputing the lane's minutes
         started = time.monotonic()
         # The row keeps when the lane last recomputed (last_pass_at, at the end) and how long
         # that took in milliseconds (last_id).
-        folded, _ = Watermark.objects.get_or_create(name=streaks_folded_name(lane, lanes))
         if unless_within and folded.last_pass_at:
             wait = max(unless_within, STREAK_COST_SHARE * folded.last_id / 1000)
             if timezone.now() - folded.last_pass_at < timedelta(seconds=wait):
                 return 0
         _commit_without_flush()
-        dirty = StreakSegment.objects.filter(grain=Grain.MINUTE, dirty=True)
-        if lanes > 1:
-            dirty = dirty.alias(lane=Mod("project_id", lanes)).filter(lane=lane)
-        dirty = list(dirty.values_list("project_id", "model", "bucket"))
+        read = Watermark.objects.filter(name=lane_name(lane, lanes)).first()
+        if read is None:
+            return 0  # the lanes are switching: whichever lane then owns them folds them
+        dirty = _lane_dirty_minutes(lane, lanes)
         if not dirty:
             return 0  # and the next dirty minute is folded at once
-        minutes = _dirty_segments(dirty, watermark.last_id)
+        minutes = _dirty_segments(list(dirty), read.last_id)
+        if _lock_watermark(lane, lanes) is None:
+            return 0  # switched meanwhile; the new lanes recompute every dirty minute
+        for key in _lane_dirty_minutes(lane, lanes, after=read.last_id):
+            minutes.pop(key, None)  # marked again since: stays dirty
         _save_segments(Grain.MINUTE, minutes)
         _fold_upwards(minutes)
         folded.last_pass_at = timezone.now()
         folded.last_id = round((time.monotonic() - started) * 1000)
         folded.save(update_fields=["last_pass_at", "last_id"])
-    return len(dirty)
+    return len(minutes)
+
+
+def _lock_streaks_folded(lane: int, lanes: int) -> Watermark | None:
+    """The lane's streaks_folded_name row, locked for this transaction; None while another
+    transaction holds it (PostgreSQL; SQLite's IMMEDIATE transaction serialises them)."""
+    name = streaks_folded_name(lane, lanes)
+    Watermark.objects.get_or_create(name=name)
+    return Watermark.objects.select_for_update(skip_locked=True).filter(name=name).first()
+
+
+def _lane_dirty_minutes(lane: int, lanes: int, *, after: int | None = None) -> set[tuple]:
+    """(project, model, minute) of the lane's dirty minutes; with `after`, only those a pass
+    marked past that watermark (the dirty minutes' partial index)."""
+    dirty = StreakSegment.objects.filter(grain=Grain.MINUTE, dirty=True)
+    if after is not None:
+        dirty = dirty.filter(dirty_upto__gt=after)
+    if lanes > 1:
+        dirty = dirty.alias(lane=Mod("project_id", lanes)).filter(lane=lane)
+    return set(dirty.values_list("project_id", "model", "bucket"))
 
 
 def _minute_segments(batch: _Batch) -> tuple[dict[tuple, streaks.Segment], list[tuple]]:
@@ -1200,16 +1232,16 @@ def _minute_segments(batch: _Batch) -> tuple[dict[tuple, streaks.Segment], list[
     return out, late
 
 
-def _mark_dirty(keys: list[tuple]) -> None:
-    """Mark these (project, model, minute) segments dirty (each exists: a key is late only
-    against a stored segment)."""
+def _mark_dirty(keys: list[tuple], upto: int) -> None:
+    """Mark these (project, model, minute) segments dirty by the pass that moves the watermark
+    to `upto` (each exists: a key is late only against a stored segment)."""
     if not keys:
         return
     with connection.cursor() as cursor:
         cursor.executemany(
-            f"UPDATE {StreakSegment._meta.db_table} SET dirty = %s WHERE project_id = %s "
-            "AND model = %s AND grain = %s AND bucket = %s",
-            [(True, p, m, Grain.MINUTE, _db_time(b)) for p, m, b in keys],
+            f"UPDATE {StreakSegment._meta.db_table} SET dirty = %s, dirty_upto = %s "
+            "WHERE project_id = %s AND model = %s AND grain = %s AND bucket = %s",
+            [(True, upto, p, m, Grain.MINUTE, _db_time(b)) for p, m, b in keys],
         )
 
 

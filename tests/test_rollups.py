@@ -31,7 +31,7 @@ from records.models import (
 )
 from records.rebuild import reset_rollups
 from tests import rollup_data
-from tests.conftest import database_url
+from tests.conftest import Persona, database_url
 from tests.factories import record
 from workers import processes
 
@@ -790,3 +790,55 @@ def test_a_long_recompute_of_late_minutes_waits_in_proportion_before_the_next(al
     catch_up_task.apply()
     assert StreakSegment.objects.filter(dirty=True).count() == 0
     assert Streak.objects.get(project=alice.project).longest == 2
+
+
+def test_passes_go_on_while_late_streak_minutes_are_recomputed(transactional_db, postgres):
+    """The recompute reads the late minutes' verdicts without the lane's lock: a pass runs
+    meanwhile, and a minute it brings another late verdict stays dirty for the next recompute
+    instead of being stored without it."""
+    import threading
+
+    from django.db import connection
+
+    alice = Persona("acme")
+    sent = [_verdict("2026-11-20T09:00:10Z", "parse_error"),
+            _verdict("2026-11-20T09:00:30Z", "parse_error")]  # fmt: skip
+    ingest(alice, sent)
+    rollup.catch_up()
+    sent.append(_verdict("2026-11-20T09:00:20Z", "ruled"))  # late: its minute is dirty
+    ingest(alice, sent[-1:])
+    rollup.run_pass(1000)
+    assert StreakSegment.objects.filter(dirty=True).count() == 1
+    meanwhile = [_verdict("2026-11-20T09:00:15Z", "parse_error"),  # into the minute read
+                 _verdict("2026-11-20T09:01:05Z", "parse_error")]  # a minute extended at its end
+    passed = []
+
+    def pass_meanwhile():
+        try:
+            ingest(alice, meanwhile)
+            passed.append(rollup.run_pass(1000).records)
+        finally:
+            connection.close()
+
+    read = rollup._dirty_segments
+
+    def read_then_pass(keys, last_id):
+        minutes = read(keys, last_id)
+        other = threading.Thread(target=pass_meanwhile)
+        other.start()
+        other.join(timeout=20)
+        assert not other.is_alive(), "the pass waited for the recompute"
+        return minutes
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rollup, "_dirty_segments", read_then_pass)
+        assert rollup.fold_dirty_streaks() == 0  # its one minute was marked again meanwhile
+    assert passed == [2]
+    dirty = StreakSegment.objects.get(dirty=True)
+    assert (dirty.bucket.minute, dirty.dirty_upto) == (0, rollup.folded_upto())
+    assert rollup.fold_dirty_streaks() == 1
+    assert not StreakSegment.objects.filter(dirty=True).exists()
+    # In ts order: broken :10, broken :15, ruled :20, broken :30, broken 09:01:05. Stored
+    # without the :15 verdict, the longest would stay 1.
+    streak = Streak.objects.get(project=alice.project)
+    assert (streak.current, streak.longest) == (2, 2)
