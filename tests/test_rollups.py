@@ -809,8 +809,10 @@ def test_passes_go_on_while_late_streak_minutes_are_recomputed(transactional_db,
     ingest(alice, sent[-1:])
     rollup.run_pass(1000)
     assert StreakSegment.objects.filter(dirty=True).count() == 1
-    meanwhile = [_verdict("2026-11-20T09:00:15Z", "parse_error"),  # into the minute read
-                 _verdict("2026-11-20T09:01:05Z", "parse_error")]  # a minute extended at its end
+    meanwhile = [
+        _verdict("2026-11-20T09:00:15Z", "parse_error"),  # into the minute being read
+        _verdict("2026-11-20T09:01:05Z", "parse_error"),  # a minute extended at its end
+    ]
     passed = []
 
     def pass_meanwhile():
