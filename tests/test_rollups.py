@@ -844,3 +844,48 @@ def test_passes_go_on_while_late_streak_minutes_are_recomputed(transactional_db,
     # without the :15 verdict, the longest would stay 1.
     streak = Streak.objects.get(project=alice.project)
     assert (streak.current, streak.longest) == (2, 2)
+
+
+def test_recomputed_minutes_equal_their_verdicts_folded_in_order(alice):
+    """Late verdicts with equal timestamps, keys of mixed case and every verdict class, in
+    shuffled batches: each minute's stored segment and each model's streak equal
+    records.streaks.of_verdicts over the verdicts in (ts, key) code point order. (On
+    PostgreSQL the recompute computes the segments in SQL; on SQLite in Python.)"""
+    from records import streaks
+    from tests.factories import BASE_TS
+
+    rng = random.Random(7)
+    sent, folded = [], {}
+    for i in range(600):
+        model = rng.choice(["model-a", "model-b"])
+        ts = BASE_TS + timedelta(seconds=rng.randrange(180), milliseconds=rng.choice([0, 0, 500]))
+        outcome = rng.choice(["ruled", "ruled", "parse_error", "parse_error", "unavailable"])
+        data = {"outcome": outcome, "model": model, "seatModel": model, "toolCallId": f"c{i}"}
+        if outcome == "ruled":
+            data["verdict"] = verdict_class = rng.choice(["allow", "block"])
+        else:
+            verdict_class = outcome
+        out = record("classifier.verdict", ts=ts.isoformat(), data=data)
+        out["id"] = f"{rng.choice('aBzZ_')}{i}"
+        if outcome != "ruled":
+            del out["data"]["verdict"]
+        sent.append(out)
+        folded.setdefault(model, []).append((verdict_class, ts, out["id"]))
+    for i in range(0, 600, 150):
+        ingest(alice, sent[i : i + 150])
+        rollup.catch_up()
+    assert not StreakSegment.objects.filter(dirty=True).exists()
+    for model, verdicts in folded.items():
+        verdicts.sort(key=lambda v: (v[1], v[2]))
+        for minute in range(3):
+            start = BASE_TS + timedelta(minutes=minute)
+            want = streaks.of_verdicts(
+                v for v in verdicts if start <= v[1] < start + timedelta(minutes=1)
+            )
+            stored = StreakSegment.objects.get(model=model, grain="minute", bucket=start)
+            assert rollup._segment(stored) == want, (model, minute)
+        whole = streaks.of_verdicts(verdicts)
+        streak = Streak.objects.get(project=alice.project, model=model)
+        assert (streak.current, streak.longest, streak.last_broken_at) == (
+            whole.current, whole.longest, whole.last_broken_at
+        )  # fmt: skip
