@@ -1346,7 +1346,7 @@ def _verdicts_query(
     project: int, models, spans, last_id: int, *, ordered: bool = True
 ) -> tuple[str, list]:
     """The verdicts of these models in these [start, end) spans, folded in (id <= last_id), in
-    (ts, record key) order.
+    (ts, record key) order unless not `ordered` (the SQL then computes over them: _SEGMENTS_SQL).
 
     One branch a span, so that each is a range of the verdicts-only index record_verdict_ts
     whatever the planner knows: as one OR of the spans, PostgreSQL without statistics read all
