@@ -208,7 +208,6 @@ class _Batch:
         # (project, run_id) of the runs that earlier passes folded records of: only those can
         # have stored state to read (_runs_folded_before)
         self.runs_folded_before: set[tuple[int, str]] = set()
-        self.last_id = 0  # the watermark the pass moves to (it marks late streak minutes with it)
 
     def add(self, row: tuple) -> None:
         (record_id, project, kind, agent, model, key, ts, latency, t_in, t_out, run_id,
@@ -480,7 +479,6 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
     last_id = min(high, watermark.last_id + batch_size * lanes)
     watermark.last_pass_at = timezone.now()
     batch = _Batch()
-    batch.last_id = last_id
     count = 0
     with _collector_paused():
         # Closed at once if folding fails: its read-ahead thread is done before the rollback.
@@ -495,7 +493,7 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
             tools.fold(batch)  # records.tools: tool decisions and their rollup rows
             _flag_repeated_notices(batch, watermark.last_id)
             _merge_rollups(batch)
-            _merge_streaks(batch)
+            _merge_streaks(batch, last_id)
             _merge_runs(batch)  # last: holds the run rows' locks for the shortest time
         # Freed while the collector is still paused: back on, its first collection would
         # otherwise walk every object the pass still held (none was ever collected young).
@@ -1111,8 +1109,9 @@ def _count_run_ends(ends: list[tuple]) -> None:
         _write_rollups(grains)
 
 
-def _merge_streaks(batch: _Batch) -> None:
-    """Minute segments from this batch's verdicts, then hours, days and the streak above them.
+def _merge_streaks(batch: _Batch, upto: int) -> None:
+    """Minute segments from this batch's verdicts, then hours, days and the streak above them;
+    `upto` is the watermark the pass moves to, which marks the minutes it makes late.
 
     A minute whose new verdicts all sort after what it holds is combined at once. A minute that
     a verdict falls *inside* (a late verdict, or a minute already waiting) is only marked dirty:
@@ -1123,7 +1122,7 @@ def _merge_streaks(batch: _Batch) -> None:
         return
     minutes, late = _minute_segments(batch)
     _save_segments(Grain.MINUTE, minutes)
-    _mark_dirty(late, batch.last_id)
+    _mark_dirty(late, upto)
     _fold_upwards(minutes)
 
 
