@@ -54,7 +54,8 @@ def post_worker_init(worker) -> None:
 
 def child_exit(server, worker) -> None:
     """A worker that exits (replaced after max_requests, or killed) folds its counts into the
-    metrics folder's archive, so that /metrics keeps them and the folder does not grow."""
-    from ops.multiprocess import fold
+    metrics folder's archive, so that /metrics keeps them and the folder does not grow. gunicorn
+    calls this from its SIGCHLD handler, which another worker's exit may interrupt."""
+    from ops.multiprocess import fold_exited
 
-    fold(worker.pid)
+    fold_exited(worker.pid)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fcntl
 import glob
+import logging
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -35,6 +36,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 _SUMMED_TYPES = ("counter", "histogram", "summary")
 _PROCESS_FILE = re.compile(rf"^({'|'.join(_SUMMED_TYPES)})_(\d+)\.db$")
 ARCHIVE = "archive"
+
+log = logging.getLogger(__name__)
 
 
 def default_folder(environ: dict | os._Environ = os.environ) -> Path:
@@ -114,6 +117,35 @@ def fold(pid: int, path: Path | None = None) -> int:
             file.unlink()
             folded += 1
     return folded
+
+
+# Process ids whose exit a signal handler reported while an earlier fold of this process was
+# under way (fold_exited).
+_exited: list[int] = []
+_folding = False
+
+
+def fold_exited(pid: int) -> None:
+    """fold(pid), for a caller that runs in a signal handler: gunicorn's master calls child_exit
+    from its SIGCHLD handler, which Python runs between any two bytecodes of the master,
+    including those of an earlier child_exit. The lock is held per open file, so a fold nested
+    in another fold of the same process would wait for the lock its interrupted caller holds,
+    forever, and the master would start no worker again (two workers replaced after a few
+    requests each did this). A nested call leaves its pid to the fold it interrupted, which
+    folds it before it returns. A failure is logged: the next scrape folds what is left."""
+    global _folding
+    _exited.append(pid)
+    while _exited and not _folding:
+        _folding = True
+        try:
+            while _exited:
+                exited = _exited.pop(0)
+                try:
+                    fold(exited)
+                except OSError as exc:
+                    log.warning("could not fold the metrics of process %s: %s", exited, exc)
+        finally:
+            _folding = False
 
 
 def fold_dead(path: Path | None = None) -> int:

@@ -30,15 +30,27 @@ def wait_until(predicate: Callable[[], T], timeout: float, what: str) -> T:
     """predicate()'s first truthy value, polled for up to `timeout` s; a request that fails
     (the server not up yet, or too busy to answer in time) counts as not yet."""
     deadline = time.monotonic() + timeout
+    last: object = None
     while time.monotonic() < deadline:
         try:
             value = predicate()
-        except requests.RequestException:
-            value = None
+        except requests.RequestException as error:
+            value, last = None, error
+        else:
+            last = value
         if value:
             return value
         time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; {_seen(last)}")
+
+
+def _seen(last: object) -> str:
+    """What the last poll of wait_until gave, for its failure message."""
+    if isinstance(last, requests.Response):
+        return f"the last answer was {last.status_code}: {last.text[:500]!r}"
+    if isinstance(last, Exception):
+        return f"the last poll raised {type(last).__name__}: {last}"
+    return f"the last poll gave {last!r}"
 
 
 def run_export_job(base: str, headers: dict, body: dict, timeout: float = 60) -> dict:

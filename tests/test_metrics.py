@@ -336,6 +336,48 @@ def _exposition(metrics) -> list[str]:
     return [generate_latest(registry).decode()]
 
 
+# gunicorn's master as it runs child_exit: from its SIGCHLD handler, which the exit of a second
+# worker may interrupt. Here the second exit's signal arrives while the fold of the first reads
+# its file, with the folder's lock held.
+_MASTER_FOLDING = """
+import os, runpy, signal, types
+from prometheus_client.mmap_dict import MmapedDict
+
+conf = runpy.run_path("gunicorn.conf.py")
+first, second = {first}, {second}
+exits = lambda *_: conf["child_exit"](None, types.SimpleNamespace(pid=second))
+signal.signal(signal.SIGUSR1, exits)
+read = MmapedDict.read_all_values_from_file
+
+def reading(filename):
+    if filename.endswith(f"_{{first}}.db"):
+        os.kill(os.getpid(), signal.SIGUSR1)
+    return read(filename)
+
+MmapedDict.read_all_values_from_file = staticmethod(reading)
+conf["child_exit"](None, types.SimpleNamespace(pid=first))
+"""
+
+
+def test_a_worker_exit_that_interrupts_the_fold_of_another_is_folded_too(tmp_path):
+    """Two gunicorn workers replaced at once: the master, its fold of the first interrupted by
+    the second's exit, folds both and goes on (it used to wait forever on its own lock)."""
+    pids = []
+    for n in (3, 4):
+        env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(tmp_path))
+        pids.append(int(subprocess.run(
+            [sys.executable, "-c", _COUNTING_PROCESS.format(n=n) + "import os; print(os.getpid())"],
+            env=env, check=True, timeout=60, capture_output=True, text=True,
+        ).stdout))  # fmt: skip
+    env = dict(os.environ, DECISIONBOARD_METRICS_DIR=str(tmp_path))
+    subprocess.run([sys.executable, "-c", _MASTER_FOLDING.format(first=pids[0], second=pids[1])],
+                   cwd=processes.BASE_DIR, env=env, check=True, timeout=30)  # fmt: skip
+    assert multiprocess.process_files(tmp_path) == {}
+    samples = parse("\n".join(_exposition(multiprocess.collect(tmp_path))))
+    assert value(samples, "jobs_total", kind="a") == 7
+    assert value(samples, "seconds_count") == 2 and value(samples, "seconds_sum") == 7
+
+
 def test_gunicorn_processes_count_into_one_sum_across_restarts(tmp_path, transactional_db):
     """Two gunicorn processes, each replaced after a few requests: /metrics, whichever process
     answers, counts every record posted, and the folder keeps one file per live process."""
@@ -359,13 +401,19 @@ def test_gunicorn_processes_count_into_one_sum_across_restarts(tmp_path, transac
             # A gthread worker that leaves after max_requests resets the connections it had
             # accepted and not yet read; a client sends the batch again, which record ids make
             # safe (a batch stored twice counts once as accepted, once as a duplicate).
-            answer = wait_until(
-                lambda batch=batch: requests.post(
-                    f"{base}/api/v1/records", json=batch,
-                    headers={"Authorization": f"Bearer {key}"}, timeout=30,
-                ),
-                30, "an answer to a batch",
-            )  # fmt: skip
+            # A request that hangs (on a worker that is leaving, or behind a booting one on a
+            # busy machine) is given up after 10 s and sent again.
+            try:
+                answer = wait_until(
+                    lambda batch=batch: requests.post(
+                        f"{base}/api/v1/records", json=batch,
+                        headers={"Authorization": f"Bearer {key}"}, timeout=10,
+                    ),
+                    90, f"an answer to batch {i}",
+                )  # fmt: skip
+            except AssertionError as error:
+                log = (tmp_path / "web.log").read_text()[-4000:]
+                raise AssertionError(f"{error}\nweb.log ends:\n{log}") from None
             assert answer.status_code == 200
         # Before any scrape (which folds the files of exited processes itself): gunicorn's
         # master folded each replaced worker's files as it exited.
