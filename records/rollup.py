@@ -431,7 +431,8 @@ def vacuum_if_churned(*, min_dead: int = VACUUM_MIN_DEAD) -> list[str]:
         )
         churned = [name for (name,) in cursor.fetchall()]
         if churned:
-            cursor.execute("VACUUM (SKIP_LOCKED) " + ", ".join(churned))
+            # On one core: parallel workers would take the cores the pages and ingest need.
+            cursor.execute("VACUUM (SKIP_LOCKED, PARALLEL 0) " + ", ".join(churned))
     if churned:
         log.info("vacuumed %s", ", ".join(churned))
     return churned
@@ -1321,6 +1322,14 @@ FROM runs GROUP BY model, minute
 """
 
 
+def on_one_core(cursor) -> None:
+    """No parallel workers for the rest of this transaction's queries (PostgreSQL). Background
+    work keeps to one core: as a parallel query (a Gather Merge of two workers) the streak
+    recompute took both cores of a 2-core machine for seconds at a time while pages and ingest
+    waited for them (docs/benchmarks.md, Soak)."""
+    cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+
+
 def _dirty_segments_in_sql(keys: list[tuple], last_id: int) -> dict[tuple, streaks.Segment]:
     """_dirty_segments on PostgreSQL: each minute's segment computed by the server
     (_SEGMENTS_SQL), one query per project. Folding each verdict in Python was ~9 µs a verdict
@@ -1328,6 +1337,8 @@ def _dirty_segments_in_sql(keys: list[tuple], last_id: int) -> dict[tuple, strea
     verdicts reads millions of them."""
     wanted = set(keys)
     out = {key: streaks.EMPTY for key in keys}
+    with connection.cursor() as cursor:
+        on_one_core(cursor)
     for project, models in _models_by_project(keys).items():
         spans = _spans(sorted({k[2] for k in keys if k[0] == project}))
         sql, params = _verdicts_query(project, models, spans, last_id, ordered=False)

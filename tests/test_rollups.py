@@ -558,6 +558,33 @@ def test_the_streak_recompute_reads_the_verdicts_index_without_statistics(postgr
     assert len(spans) > 1 and len(ranges) == len(spans), plan
 
 
+def test_the_streak_recompute_runs_without_parallel_workers(postgres, alice):
+    """The recompute is background work: its query runs with no parallel workers, which took
+    both cores of a 2-core machine from pages and ingest for seconds at a time."""
+    from tests.factories import BASE_TS
+
+    def verdict(i: int, second: int) -> dict:
+        ts = (BASE_TS + timedelta(seconds=second)).isoformat()
+        return record("classifier.verdict", id=f"v{i}", ts=ts,
+                      data={"outcome": "parse_error", "model": "m", "seatModel": "m"})  # fmt: skip
+
+    ingest(alice, [verdict(0, 30)])
+    rollup.catch_up()
+    seen = []
+
+    def showing_the_setting(execute, sql, params, many, context):
+        if sql.lstrip().startswith("WITH verdicts AS"):  # records.rollup._SEGMENTS_SQL
+            context["cursor"].cursor.execute("SHOW max_parallel_workers_per_gather")
+            seen.append(context["cursor"].cursor.fetchone()[0])
+        return execute(sql, params, many, context)
+
+    ingest(alice, [verdict(1, 10)])  # late within its minute: the minute is recomputed
+    with postgres.execute_wrapper(showing_the_setting):
+        rollup.catch_up()
+    assert seen == ["0"]
+    assert Streak.objects.get(project=alice.project, model="m").current == 2
+
+
 def _rollup_table_stats(cursor, *columns: str) -> tuple[int, ...]:
     """These pg_stat_user_tables counters of the rollup table, this session's counts flushed."""
     cursor.execute("SELECT pg_stat_force_next_flush()")
