@@ -132,7 +132,8 @@ def fold_exited(pid: int) -> None:
     in another fold of the same process would wait for the lock its interrupted caller holds,
     forever, and the master would start no worker again (two workers replaced after a few
     requests each did this). A nested call leaves its pid to the fold it interrupted, which
-    folds it before it returns. A failure is logged: the next scrape folds what is left."""
+    folds it before it returns. A failure is logged, and the exit goes on: the next scrape
+    folds what is left. A Celery pool process folds its own counts with it as it exits."""
     global _folding
     _exited.append(pid)
     while _exited and not _folding:
