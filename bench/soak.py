@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/soak.py [--minutes 10] [--rate 3000] [--clients 2] [--backlog 200000]
                                    [--read-pause 0.2] [--database decisionboard_bench_soak]
-                                   [--random-ids]
+                                   [--random-ids] [--keep]
 
 Killed (SIGTERM, SIGINT, SIGHUP, `timeout`), it stops the gunicorn and Celery workers it started
 before it exits (bench.common.exit_on_signals); a second signal kills them at once.
@@ -470,6 +470,11 @@ def main() -> None:
         "--database", default="decisionboard_bench_soak", help="the scratch database (recreated)"
     )
     parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the scratch database behind (to profile the pages on what the load left)",
+    )
+    parser.add_argument(
         "--random-ids",
         action="store_true",
         help="uuid4 record and run ids instead of the demo's counting ones",
@@ -528,7 +533,8 @@ def main() -> None:
     from django.db import connections
 
     connections.close_all()
-    drop_database(args.database)
+    if not args.keep:
+        drop_database(args.database)
 
 
 if __name__ == "__main__":

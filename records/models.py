@@ -329,8 +329,12 @@ class Rollup(models.Model):
                 name="rollup_unique",
             )
         ]
-        # No second index: the unique key's (project, grain, bucket) prefix serves the metric
-        # reads.
+        # The unique key's (project, grain, bucket) prefix serves a read of every kind over a
+        # range (the records counts); a read of a few kinds (a metric, a page's rates, the
+        # latency sketches) walks only their rows along rollup_kind_bucket instead of every
+        # kind's in the range (migration 0021).
+        indexes = [models.Index(fields=["project", "grain", "kind", "bucket"],
+                                name="rollup_kind_bucket")]  # fmt: skip
 
     def __str__(self) -> str:
         return f"{self.kind} {self.grain} {self.bucket:%Y-%m-%dT%H:%M} {self.model} {self.key}"
