@@ -49,7 +49,12 @@ SWITCH_INTERVAL_SECONDS = 0.001
 
 
 def post_worker_init(worker) -> None:
+    """Runs in each worker once it has loaded the app, before its first request."""
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+    # The objects of startup out of every full collection's walk (ops/heap.py).
+    from ops.heap import freeze_startup_objects
+
+    freeze_startup_objects(import_views=True)
 
 
 def child_exit(server, worker) -> None:

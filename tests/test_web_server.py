@@ -43,6 +43,7 @@ def test_a_page_is_served_while_one_process_is_busy_with_an_upload(tmp_path, tra
 def test_a_web_worker_hands_the_gil_over_every_millisecond():
     """gunicorn.conf.py's post_worker_init, as gunicorn loads it: a read waiting for the GIL
     behind an ingest batch's thread waits 1 ms at a time, not CPython's 5."""
+    import gc
     import sys
 
     from django.conf import settings
@@ -65,6 +66,7 @@ def test_a_web_worker_hands_the_gil_over_every_millisecond():
         assert sys.getswitchinterval() == 0.001
     finally:
         sys.setswitchinterval(before)
+        gc.unfreeze()  # the hook froze this process's objects too (tests/test_heap.py)
     assert app.cfg.worker_class_str == "gthread"
 
 

@@ -8,7 +8,7 @@ class WorkersConfig(AppConfig):
     verbose_name = "Background workers"
 
     def ready(self) -> None:
-        from celery.signals import task_postrun, task_prerun
+        from celery.signals import task_postrun, task_prerun, worker_process_init
 
         from workers import connections, memory
 
@@ -23,3 +23,11 @@ class WorkersConfig(AppConfig):
         def _task_finished(**_kwargs) -> None:
             memory.give_back_freed_memory()
             memory.forget_peak_memory()
+
+        # A pool process starts with what its parent imported (Django, Celery, the tasks): out
+        # of every full collection's walk from the start (ops/heap.py).
+        @worker_process_init.connect(weak=False)
+        def _pool_process_started(**_kwargs) -> None:
+            from ops.heap import freeze_startup_objects
+
+            freeze_startup_objects()
