@@ -14,6 +14,7 @@ keeps its own database connection (CONN_MAX_AGE): workers x threads connections 
 
 from __future__ import annotations
 
+import os
 import sys
 
 from config.env import env_int
@@ -46,6 +47,24 @@ keepalive = 5
 # queries a page. At 1 ms each wait is at most a fifth as long; the batches lose little (a
 # switch costs microseconds). docs/benchmarks.md (Soak) has the measurement.
 SWITCH_INTERVAL_SECONDS = 0.001
+
+
+def post_fork(server, worker) -> None:
+    """Runs in each worker as it is forked: a session of its own, so that the kernel's CPU
+    scheduler counts it as it counts a PostgreSQL backend.
+
+    Linux with autogroup (on in Debian's kernels and most others, for processes that systemd or
+    a container has not put in a CPU cgroup of their own) shares the CPU among sessions first,
+    then among the processes of each. PostgreSQL gives each backend a session of its own;
+    gunicorn keeps its workers in its master's, so with the database on the same machine, all
+    the web workers together got the share of one backend. Under sustained ingest every read
+    and every POST waited for that share: a read's thread spent twice its CPU time runnable and
+    not running (/proc/thread-self/schedstat). docs/benchmarks.md (Soak) has the measurement.
+
+    Nothing else changes: the master signals its workers by pid, and a worker exits when it
+    sees its master gone (workers.processes.stop also kills them by pid).
+    """
+    os.setsid()
 
 
 def post_worker_init(worker) -> None:

@@ -228,7 +228,9 @@ def memory_mb(pid: int, seen: set[int] | None = None) -> tuple[float, float]:
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pid:  # the process group
+            # The master's process group, and its children: a gunicorn worker leads its own
+            # session (gunicorn.conf.py post_fork).
+            if pid in (int(fields[1]), int(fields[2])):
                 status = (stat.parent / "status").read_text()
                 rollup = (stat.parent / "smaps_rollup").read_text()
                 rss += int(status.split("VmRSS:")[1].split()[0])

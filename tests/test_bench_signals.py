@@ -1,8 +1,9 @@
 """A benchmark that is killed stops the servers it started (bench.common.exit_on_signals).
 
 Each test runs a small benchmark-shaped script in its own process, as bench/soak.py runs:
-children started with workers.processes (each leading its own process group), and a helper
-forked from the benchmark. Then it kills the script and looks for what is left in /proc.
+children started with workers.processes (each leading its own process group; a gunicorn
+worker leads a session of its own, gunicorn.conf.py), and a helper forked from the benchmark.
+Then it kills the script and looks for what is left in /proc.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from workers import processes
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# gunicorn serving the product (a master and its worker, in the master's group), and a forked
+# gunicorn serving the product (a master and its worker, in a session of its own), and a forked
 # helper; prints their pids once gunicorn accepts connections, then waits to be killed.
 SERVING = """
 import multiprocessing, sys, time
@@ -99,15 +100,18 @@ def kill_groups(*pgids: int) -> None:
 def test_a_benchmark_killed_with_sigterm_stops_its_gunicorn_and_helpers_first(tmp_path):
     proc, (web, helper) = start(SERVING, tmp_path)
     try:
-        wait_until(lambda: len(group(web)) >= 2, 30, "gunicorn's worker")
+        wait_until(lambda: processes.descendants(web), 30, "gunicorn's worker")
+        (worker,) = processes.descendants(web)
+        assert group(worker) == [worker]  # its own group (and session), outside the master's
         assert alive(helper)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
         assert group(web) == []
+        assert not alive(worker)
         wait_until(lambda: not alive(helper), 10, "the forked helper to end")
     finally:
         processes.stop([proc])
-        kill_groups(web)
+        kill_groups(web, *processes.descendants(web))
 
 
 def test_a_second_signal_kills_what_a_first_is_still_stopping(tmp_path):
@@ -124,3 +128,32 @@ def test_a_second_signal_kills_what_a_first_is_still_stopping(tmp_path):
     finally:
         processes.stop([proc])
         kill_groups(child)
+
+
+# A child whose own child leaves its group for a session of its own (as a gunicorn worker does)
+# and ignores SIGTERM; the child prints that process's pid and ends on SIGTERM without it.
+WANDERING = """
+import os, signal, sys, time
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(300)
+    os._exit(0)
+print("pids", pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_stop_kills_a_descendant_that_left_the_childs_group():
+    child = processes.spawn([sys.executable, "-c", WANDERING], log=subprocess.PIPE)
+    line = child.stdout.readline()
+    assert line.startswith(b"pids "), line
+    wanderer = int(line.split()[1])
+    try:
+        assert group(child.pid) == [child.pid] and group(wanderer) == [wanderer]
+        processes.stop([child], timeout=2)
+        wait_until(lambda: not alive(wanderer), 10, "the descendant to be killed")
+    finally:
+        if alive(wanderer):
+            os.kill(wanderer, signal.SIGKILL)

@@ -22,8 +22,12 @@ def test_a_page_is_served_while_one_process_is_busy_with_an_upload(tmp_path, tra
     # One process only: with sync workers it would be held by the upload below until timeout.
     with processes.running(
         processes.web_command(f"127.0.0.1:{port}", 1), env=env, log=tmp_path / "web.log"
-    ):
+    ) as master:
         wait_until(lambda: requests.get(f"{base}/accounts/login/", timeout=5).ok, 60, "gunicorn")
+        # The worker leads a session of its own: the kernel shares the CPU with it as with each
+        # PostgreSQL backend, not with all the workers together (gunicorn.conf.py post_fork).
+        (worker,) = processes.descendants(master.pid)
+        assert os.getsid(worker) == worker != os.getsid(master.pid)
         with socket.create_connection(("127.0.0.1", port)) as upload:
             # An ingest batch still arriving: headers and the first bytes of a 1 MB body.
             upload.sendall(

@@ -2,9 +2,10 @@
 
 Used by `manage.py serve` (the README's start command), the end-to-end tests and the
 benchmarks, so that all three run the same commands. Each child leads its own process group,
-so that stopping it takes its own workers (gunicorn's, Celery's pool) with it; and each is
-remembered until stopped, so that a process that exits without stopping its children (an error
-past the code that would, a signal turned into an exit) stops them at exit (stop_leftovers).
+and stopping it takes its own workers (Celery's pool, in that group; gunicorn's, each in a
+session of its own: gunicorn.conf.py) with it; and each is remembered until stopped, so that a
+process that exits without stopping its children (an error past the code that would, a signal
+turned into an exit) stops them at exit (stop_leftovers).
 """
 
 from __future__ import annotations
@@ -114,13 +115,16 @@ def stop_leftovers(timeout: float = 5.0) -> None:
 
 def stop(children: Iterable[subprocess.Popen], timeout: float = 15.0) -> None:
     """SIGTERM each child and wait up to `timeout` in all, then SIGKILL what is left of each
-    child's process group.
+    child's process group and of the processes it had started.
 
     The signal goes to the child alone: a gunicorn master or a Celery worker then stops its own
     workers cleanly (a Celery worker finishes the tasks it runs). Whatever outlives that — a
-    child that hung, or workers it left behind — is killed with the group.
+    child that hung, or workers it left behind — is killed: those in its group with the group,
+    and its descendants of the moment of the stop by pid (a gunicorn worker leads a session of
+    its own, outside its master's group).
     """
     children = list(children)
+    families = {child.pid: descendants(child.pid) for child in children}
     for child in children:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
@@ -134,8 +138,44 @@ def stop(children: Iterable[subprocess.Popen], timeout: float = 15.0) -> None:
             os.killpg(child.pid, signal.SIGKILL)
         except ProcessLookupError:  # the group is gone: nothing was left behind
             pass
+        for pid, started in families[child.pid].items():
+            if _started_at(pid) == started:  # the same process still, not a pid used again
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         child.wait()
         _live.pop(child.pid, None)
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """The processes below `pid` (children, theirs, ...), by pid with their start times."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # gone meanwhile
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found: dict[int, int] = {}
+    todo = list(children.get(pid, ()))
+    while todo:
+        below = todo.pop()
+        started = _started_at(below)
+        if started is not None:
+            found[below] = started
+            todo += children.get(below, ())
+    return found
+
+
+def _started_at(pid: int) -> int | None:
+    """The start time of a live process (clock ticks after boot), None when it is gone or a
+    zombie: with the pid, it names one process, where a pid alone may be used again."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 @contextmanager
