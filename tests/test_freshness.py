@@ -11,7 +11,8 @@ from django.test.utils import CaptureQueriesContext
 
 from records import rollup
 from records.demo import generate_records
-from records.freshness import describe
+from records.freshness import describe, freshness
+from records.models import Record
 from tests.factories import record
 from tests.test_pages import operator, post
 
@@ -54,6 +55,24 @@ def test_the_metrics_api_reports_the_backlog_and_its_age(alice):
     )
     assert done["watermark_id"] == done["newest_id"] == waiting["newest_id"]
     assert done["last_pass_at"]
+
+
+@pytest.mark.both_dbs
+def test_with_one_lane_it_is_one_statement_that_sees_what_came_after_a_pass(alice):
+    post(alice, [record(ts="2026-11-20T09:30:00Z") for _ in range(3)])
+    rollup.catch_up()
+    folded = freshness()["watermark_id"]
+    post(alice, [record(ts="2026-11-20T09:31:00Z") for _ in range(2)])
+    first_after = Record.objects.filter(id__gt=folded).order_by("id")[0]
+    with CaptureQueriesContext(connection) as queries:
+        state = freshness(now=first_after.received_at + timedelta(seconds=7))
+    # Every page and metrics call asks: under load each round trip waits for a core twice.
+    assert len(queries.captured_queries) == 1
+    newest = Record.objects.order_by("-id")[0].id
+    assert (state["watermark_id"], state["newest_id"]) == (folded, newest)
+    assert state["pending_records"] == newest - first_after.id + 1 == 2
+    assert state["lag_seconds"] == 7.0
+    assert [lane["pending_records"] for lane in state["lanes"]] == [2]
 
 
 @pytest.mark.both_dbs
