@@ -514,6 +514,16 @@ def test_the_catch_up_keeps_its_tables_analysed_as_they_grow(postgres, alice):
     with postgres.cursor() as cursor:
         cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'records_record'")
         assert cursor.fetchone()[0] == -1  # the parent is never analysed
+        # Coarse statistics (a sample of 300 x the target): a histogram of the 600 records'
+        # times in at most target + 1 bounds, where the server's default (100) gives 101.
+        cursor.execute(
+            "SELECT max(array_length(histogram_bounds, 1)) FROM pg_stats "
+            "WHERE tablename = ANY(%s) AND attname = 'ts'",
+            [sorted(holding)],
+        )
+        assert cursor.fetchone()[0] == rollup.ANALYZE_STATISTICS_TARGET + 1
+        cursor.execute("SHOW default_statistics_target")
+        assert cursor.fetchone()[0] == "100"  # set for the catch-up's ANALYZE only
     assert not rollup.analyze_if_grown(min_records=500)  # nothing grew since
 
 
