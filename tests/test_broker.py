@@ -50,3 +50,41 @@ def test_messages_published_while_a_worker_consumes_all_arrive_whole(tmp_path):
         p.join(30)
     assert unreadable == 0
     assert len(received) == 2 * PER_PRODUCER
+
+
+def test_an_exchange_file_created_and_not_yet_written_is_an_empty_table(tmp_path):
+    # What a worker finds when another, starting at the same moment, has created the exchange's
+    # file and not yet written it: kombu's own transport raised a JSON decode error here and the
+    # worker stopped.
+    with _connection(str(tmp_path)) as conn:
+        channel = conn.default_channel
+        empty = channel._exchange_file("celery.pidbox")
+        empty.parent.mkdir(exist_ok=True)
+        empty.touch()
+        assert channel.get_table("celery.pidbox") == []
+        channel._queue_bind("celery.pidbox", "", "", "worker1")
+        channel._queue_bind("celery.pidbox", "", "", "worker2")
+        channel._queue_bind("celery.pidbox", "", "", "worker1")  # bound once
+        assert [q.queue for q in channel.get_table("celery.pidbox")] == ["worker2", "worker1"]
+
+
+def _bind(folder: str, worker: int, start) -> None:
+    start.wait()
+    with _connection(folder) as conn:
+        for i in range(50):
+            conn.default_channel._queue_bind("fanout", "", "", f"w{worker}-{i}")
+
+
+def test_workers_binding_to_one_exchange_at_once_all_get_in(tmp_path):
+    context = multiprocessing.get_context("fork")
+    start = context.Event()
+    binders = [context.Process(target=_bind, args=(str(tmp_path), w, start)) for w in range(4)]
+    for p in binders:
+        p.start()
+    start.set()
+    for p in binders:
+        p.join(30)
+    assert [p.exitcode for p in binders] == [0, 0, 0, 0]
+    with _connection(str(tmp_path)) as conn:
+        bound = {q.queue for q in conn.default_channel.get_table("fanout")}
+    assert bound == {f"w{w}-{i}" for w in range(4) for i in range(50)}

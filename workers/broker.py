@@ -8,6 +8,14 @@ consumes lose about one message in ten (tests/test_broker.py); a worker publishi
 retries during a database outage stopped within seconds. Here a message is written under a
 name the consumer ignores and renamed into place, which is atomic within one folder.
 
+The exchange tables (which queues an exchange routes to, a JSON list in a file of the control
+folder) have the same gap: a worker that binds a queue to an exchange whose file does not
+exist opens it for writing (creating it empty, or emptying one another process just wrote)
+and only then locks it, while another worker starting at the same moment reads that empty file
+under its own lock and stops with a JSON decode error (bin/start's two workers, once in a CI
+run). Here the file is created without truncation and read and rewritten under the lock, and
+an empty one is an empty table.
+
 Used for the embedded default (no REDIS_URL) by CELERY_BROKER_TRANSPORT in config/settings.py.
 """
 
@@ -19,8 +27,8 @@ from time import monotonic
 
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
-from kombu.utils.encoding import str_to_bytes
-from kombu.utils.json import dumps
+from kombu.utils.encoding import bytes_to_str, str_to_bytes
+from kombu.utils.json import dumps, loads
 
 # The consumer takes files named "<time>_<uuid>.<queue>.msg"; this suffix hides a partial one.
 PARTIAL = ".part"
@@ -37,6 +45,47 @@ class Channel(filesystem.Channel):
             os.replace(final + PARTIAL, final)
         except OSError as exc:
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
+
+    def _queue_bind(self, exchange, routing_key, pattern, queue):
+        """Add (routing_key, pattern, queue) to the exchange's table, created if need be: read
+        and rewritten under an exclusive lock, never truncated before it is held."""
+        file = self._exchange_file(exchange)
+        self.control_folder.mkdir(exist_ok=True)
+        binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        try:
+            with open(os.open(file, os.O_RDWR | os.O_CREAT, 0o644), "r+b", buffering=0) as f:
+                filesystem.lock(f, filesystem.LOCK_EX)
+                try:
+                    table = _table(f.read())
+                    if binding not in table:
+                        f.seek(0)
+                        f.truncate()
+                        f.write(str_to_bytes(dumps([binding, *table])))
+                finally:
+                    filesystem.unlock(f)
+        except OSError as exc:
+            raise ChannelError(f"Cannot open {file}") from exc
+
+    def get_table(self, exchange):
+        """The exchange's table; empty while a binding process has created its file and not
+        yet written it."""
+        file = self._exchange_file(exchange)
+        try:
+            with open(file, "rb") as f:
+                filesystem.lock(f, filesystem.LOCK_SH)
+                try:
+                    return _table(f.read())
+                finally:
+                    filesystem.unlock(f)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise ChannelError(f"Cannot open {file}") from exc
+
+
+def _table(content: bytes) -> list:
+    text = bytes_to_str(content)
+    return [filesystem.exchange_queue_t(*q) for q in loads(text)] if text.strip() else []
 
 
 class Transport(filesystem.Transport):
