@@ -66,6 +66,11 @@ def test_an_exchange_file_created_and_not_yet_written_is_an_empty_table(tmp_path
         channel._queue_bind("celery.pidbox", "", "", "worker2")
         channel._queue_bind("celery.pidbox", "", "", "worker1")  # bound once
         assert [q.queue for q in channel.get_table("celery.pidbox")] == ["worker2", "worker1"]
+        channel._delete("worker2", "celery.pidbox", "", "")
+        assert [q.queue for q in channel.get_table("celery.pidbox")] == ["worker1"]
+        channel._exchange_file("other").touch()
+        channel._delete("worker3", "other", "", "")  # created and not yet written: nothing to do
+        assert channel.get_table("other") == []
 
 
 def _bind(folder: str, worker: int, start) -> None:

@@ -66,6 +66,27 @@ class Channel(filesystem.Channel):
         except OSError as exc:
             raise ChannelError(f"Cannot open {file}") from exc
 
+    def _delete(self, queue, exchange, routing_key, pattern, *args, **kwargs):
+        """Delete `queue` and take its binding out of the exchange's table, under its lock."""
+        super(filesystem.Channel, self)._delete(queue, exchange, routing_key, pattern, *args,
+                                                **kwargs)  # fmt: skip
+        file = self._exchange_file(exchange)
+        binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        try:
+            with open(file, "r+b", buffering=0) as f:
+                filesystem.lock(f, filesystem.LOCK_EX)
+                try:
+                    table = _table(f.read())
+                    if binding in table:
+                        table.remove(binding)
+                        f.seek(0)
+                        f.truncate()
+                        f.write(str_to_bytes(dumps(table)))
+                finally:
+                    filesystem.unlock(f)
+        except FileNotFoundError:
+            return  # removed meanwhile: nothing to take out
+
     def get_table(self, exchange):
         """The exchange's table; empty while a binding process has created its file and not
         yet written it."""
