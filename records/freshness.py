@@ -14,13 +14,14 @@ marked as an estimate when it may be one.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.db import connection
 from django.db.models.functions import Mod
 from django.utils import timezone
 
 from records.models import Grain, Record, StreakSegment, Watermark
+from records.reader import time_of
 from records.rollup import (
     WATERMARK,
     configured_lanes,
@@ -119,7 +120,7 @@ def _watermarks() -> list[tuple[str, int, datetime | None, int, tuple[int, datet
     records, watermarks = Record._meta.db_table, Watermark._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT w.name, w.last_id, w.last_pass_at, "
+            f"SELECT w.name, w.last_id, CAST(w.last_pass_at AS text), "
             f"(SELECT r.id FROM {records} r ORDER BY r.id DESC LIMIT 1), "
             f"(SELECT CAST(r.id AS text) || ' ' || CAST(r.received_at AS text) FROM {records} r "
             f"WHERE r.id > w.last_id ORDER BY r.id LIMIT 1) "
@@ -128,7 +129,7 @@ def _watermarks() -> list[tuple[str, int, datetime | None, int, tuple[int, datet
         )
         rows = cursor.fetchall()
     return [
-        (name, last_id, _moment(at) if at is not None else None, newest or 0,
+        (name, last_id, time_of(at) if at is not None else None, newest or 0,
          _id_and_time(pair) if pair else None)
         for name, last_id, at, newest, pair in rows
     ]  # fmt: skip
@@ -136,14 +137,7 @@ def _watermarks() -> list[tuple[str, int, datetime | None, int, tuple[int, datet
 
 def _id_and_time(pair: str) -> tuple[int, datetime]:
     first, at = pair.split(" ", 1)
-    return int(first), _moment(at)
-
-
-def _moment(value: datetime | str) -> datetime:
-    """A time as the database hands it over: PostgreSQL a datetime, or as text
-    "2026-11-30 09:00:00.5+00"; SQLite text "2026-11-30 09:00:00.500000" (UTC)."""
-    moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return int(first), time_of(at)
 
 
 def _oldest_pending(last_id: int, lane: int, lanes: int) -> tuple[int, datetime] | None:

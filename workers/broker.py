@@ -47,43 +47,32 @@ class Channel(filesystem.Channel):
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
 
     def _queue_bind(self, exchange, routing_key, pattern, queue):
-        """Add (routing_key, pattern, queue) to the exchange's table, created if need be: read
-        and rewritten under an exclusive lock, never truncated before it is held."""
+        """Add (routing_key, pattern, queue) to the exchange's table, created if need be."""
         file = self._exchange_file(exchange)
         self.control_folder.mkdir(exist_ok=True)
         binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
         try:
-            with open(os.open(file, os.O_RDWR | os.O_CREAT, 0o644), "r+b", buffering=0) as f:
-                filesystem.lock(f, filesystem.LOCK_EX)
-                try:
-                    table = _table(f.read())
-                    if binding not in table:
-                        f.seek(0)
-                        f.truncate()
-                        f.write(str_to_bytes(dumps([binding, *table])))
-                finally:
-                    filesystem.unlock(f)
+            _update_table(
+                file, os.O_RDWR | os.O_CREAT, lambda t: None if binding in t else [binding, *t]
+            )
         except OSError as exc:
             raise ChannelError(f"Cannot open {file}") from exc
 
     def _delete(self, queue, exchange, routing_key, pattern, *args, **kwargs):
-        """Delete `queue` and take its binding out of the exchange's table, under its lock."""
+        """Delete `queue` and take its binding out of the exchange's table."""
         super(filesystem.Channel, self)._delete(queue, exchange, routing_key, pattern, *args,
                                                 **kwargs)  # fmt: skip
         file = self._exchange_file(exchange)
         binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+
+        def without(table: list) -> list | None:
+            if binding not in table:
+                return None
+            table.remove(binding)
+            return table
+
         try:
-            with open(file, "r+b", buffering=0) as f:
-                filesystem.lock(f, filesystem.LOCK_EX)
-                try:
-                    table = _table(f.read())
-                    if binding in table:
-                        table.remove(binding)
-                        f.seek(0)
-                        f.truncate()
-                        f.write(str_to_bytes(dumps(table)))
-                finally:
-                    filesystem.unlock(f)
+            _update_table(file, os.O_RDWR, without)
         except FileNotFoundError:
             return  # removed meanwhile: nothing to take out
 
@@ -102,6 +91,21 @@ class Channel(filesystem.Channel):
             return []
         except OSError as exc:
             raise ChannelError(f"Cannot open {file}") from exc
+
+
+def _update_table(file, flags: int, change) -> None:
+    """Read the exchange table in `file` (opened with `flags`, never truncated on opening) and
+    write back what `change` makes of it (None: unchanged), all under an exclusive lock."""
+    with open(os.open(file, flags, 0o644), "r+b", buffering=0) as f:
+        filesystem.lock(f, filesystem.LOCK_EX)
+        try:
+            table = change(_table(f.read()))
+            if table is not None:
+                f.seek(0)
+                f.truncate()
+                f.write(str_to_bytes(dumps(table)))
+        finally:
+            filesystem.unlock(f)
 
 
 def _table(content: bytes) -> list:
