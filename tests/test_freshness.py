@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from records import rollup
+from records import partitions, rollup
 from records.demo import generate_records
 from records.freshness import describe, freshness
 from records.models import Record
@@ -118,3 +118,27 @@ def test_no_page_or_api_request_counts_the_records(alice, url):
     assert counted == []
     if url == "/":
         assert "records wait to be rolled up" in response.content.decode()
+
+
+def test_its_kept_plans_see_a_day_partition_made_after_them(postgres, alice):
+    # PostgreSQL keeps the plans of freshness's reads for the session (records_newest_id and
+    # records_first_above); a day partition attached since must not hide its records from them.
+    day = partitions.day_of(datetime.now(UTC)) - timedelta(days=3)
+    with connection.cursor() as cursor:  # the day has no partition yet
+        cursor.execute(f"DROP TABLE {partitions.day_name(day)}")
+    partitions.forget_cache()
+    post(alice, [record(ts="2026-11-20T09:30:00Z")])
+    rollup.catch_up()
+    assert freshness()["pending_records"] == 0
+    assert freshness()["pending_records"] == 0  # the plans are made, and kept
+    assert day not in partitions.existing_days()
+    post(alice, [record(ts=f"{day.isoformat()}T12:00:00Z")])
+    assert day in partitions.existing_days()
+    newest = Record.objects.order_by("-id")[0]
+    assert newest.ts.date() == day
+    state = freshness(now=newest.received_at + timedelta(seconds=3))
+    assert (state["newest_id"], state["pending_records"], state["lag_seconds"]) == (
+        newest.id,
+        1,
+        3.0,
+    )
