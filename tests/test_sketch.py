@@ -85,3 +85,28 @@ def test_a_sketch_merged_into_an_empty_one_is_copied_not_shared():
     target.merge(source)
     target.add(100.0)
     assert source.count == 3 and target.count == 4
+
+
+def test_stored_sketches_merged_between_other_changes_count_once_each():
+    # merge_stored sums stored sketches under their keys and makes them bins when the sketch
+    # is next read: adds, merges and reads in between must see every one, once.
+    rng = random.Random(7)
+    values = [[rng.lognormvariate(4, 1) for _ in range(50)] + [0.0] for _ in range(6)]
+    parts = [Sketch() for _ in values]
+    for part, vs in zip(parts, values, strict=True):
+        part.extend(vs)
+    stored = [part.to_json() for part in parts]
+    copies = [dict(s) for s in stored]
+    mixed = Sketch()
+    mixed.merge_stored(stored[0])
+    mixed.merge_stored(stored[1])
+    assert mixed.count == 102  # read: the two are bins now
+    mixed.add(values[2][0])
+    mixed.merge_stored(stored[3])
+    mixed.merge(parts[4])
+    mixed.merge_stored(stored[5])
+    mixed.zero += 1
+    everything = Sketch()
+    everything.extend([*values[0], *values[1], values[2][0], *values[3], *values[4], *values[5]])
+    assert (mixed.bins, mixed.zero) == (everything.bins, everything.zero + 1)
+    assert stored == copies  # the rows' dicts are left as they were
