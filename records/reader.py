@@ -23,7 +23,7 @@ the largest cost of a page.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 
@@ -177,17 +177,23 @@ def _summed(
             Row(bucket_of(b), kind, agent, model, key, n, t_in, t_out, {})
             for b, kind, agent, model, key, n, t_in, t_out in summed
         ]
-    out = []
+    # Each Row field from its place in the selected values, or its default when not kept.
+    at = {c: i for i, c in enumerate(keep)}
+    b_at, kind_at, agent_at, model_at, key_at = (at.get(c) for c in COLUMNS)
     width = len(keep)
+    out = []
     for values in summed:
         if not keep and values[0] is None:
             continue  # no row at all: SUM over nothing is one row of NULLs
-        got = dict(zip(keep, values[:width], strict=True))
-        n, t_in, t_out = values[width : width + 3]
-        row = _row(got, first, n, t_in, t_out, {})
-        if latency_sums:
-            row = replace(row, latency_sum=float(values[width + 3] or 0.0))
-        out.append(row)
+        out.append(Row(
+            bucket_of(values[b_at]) if b_at is not None else first,
+            values[kind_at] if kind_at is not None else "",
+            values[agent_at] if agent_at is not None else "",
+            values[model_at] if model_at is not None else "",
+            values[key_at] if key_at is not None else "",
+            values[width], values[width + 1], values[width + 2], {},
+            float(values[width + 3] or 0.0) if latency_sums else 0.0,
+        ))  # fmt: skip
     return out
 
 
