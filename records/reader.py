@@ -94,22 +94,14 @@ def read(
     sketch_kinds = tuple(k for k in sketch_kinds if not kinds or k in kinds)
     rows: list[Row] = []
     if sketch_kinds:
-        kind_in, kind_params = _kind_in(sketch_kinds)
-        rows += _with_sketches(
-            f"{where} AND {kind_in}", [*params, *kind_params], first, keep, parse_sketches
-        )
+        rows += _with_sketches(*_of_kinds(where, params, sketch_kinds), first, keep, parse_sketches)
     if kinds:
         plain_kinds = [k for k in kinds if k not in sketch_kinds]
         if plain_kinds:
-            kind_in, kind_params = _kind_in(plain_kinds)
-            rows += _summed(
-                f"{where} AND {kind_in}", [*params, *kind_params], first, keep, latency_sums
-            )
+            rows += _summed(*_of_kinds(where, params, plain_kinds), first, keep, latency_sums)
     elif sketch_kinds:
-        kind_in, kind_params = _kind_in(sketch_kinds)
-        rows += _summed(
-            f"{where} AND NOT {kind_in}", [*params, *kind_params], first, keep, latency_sums
-        )
+        rows += _summed(*_of_kinds(where, params, sketch_kinds, exclude=True), first, keep,
+                        latency_sums)  # fmt: skip
     else:
         rows += _summed(where, params, first, keep, latency_sums)
     return rows
@@ -145,9 +137,11 @@ def _where(
     return sql, params
 
 
-def _kind_in(kinds: Iterable[str]) -> tuple[str, list]:
+def _of_kinds(where: str, params: list, kinds: Iterable[str], exclude: bool = False):
+    """`where` narrowed to the rows of `kinds` (or to the others, `exclude`), with its params."""
     kinds = list(kinds)
-    return f'"kind" IN ({", ".join(["%s"] * len(kinds))})', kinds
+    kind_in = f'"kind" {"NOT " if exclude else ""}IN ({", ".join(["%s"] * len(kinds))})'
+    return f"{where} AND {kind_in}", [*params, *kinds]
 
 
 def _fetch(sql: str, params: list) -> list[tuple]:
@@ -172,7 +166,7 @@ def _summed(
         + (f" GROUP BY {', '.join(str(i + 1) for i in range(len(keep)))}" if keep else ""),
         params,
     )
-    if keep == COLUMNS and not latency_sums:  # the common case, without a dict per row
+    if keep == COLUMNS and not latency_sums:  # the common case, unpacked as it comes
         return [
             Row(bucket_of(b), kind, agent, model, key, n, t_in, t_out, {})
             for b, kind, agent, model, key, n, t_in, t_out in summed

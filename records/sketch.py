@@ -47,12 +47,6 @@ class Sketch:
             self._settle()
         return self._bins
 
-    @bins.setter
-    def bins(self, value: dict[int, int]) -> None:
-        if self._stored:
-            self._settle()
-        self._bins = value
-
     @property
     def zero(self) -> int:
         if self._stored:
