@@ -280,6 +280,9 @@ class Watermark(models.Model):
     name = models.CharField(max_length=50, unique=True)
     last_id = models.BigIntegerField(default=0)
     last_pass_at = models.DateTimeField(null=True, blank=True)
+    # When the lane's last pass that folded records began (records.rollup.PASS_SPACING_SECONDS);
+    # last_pass_at moves with every pass, an empty one too (the catch-up's liveness).
+    last_fold_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.name} @ {self.last_id}"

@@ -31,6 +31,8 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.db import DatabaseError, connection, transaction
 
+from records.locks import PARTITION_LOCK_KEY
+
 log = logging.getLogger(__name__)
 
 PARENT = "records_record"
@@ -38,8 +40,6 @@ DEFAULT = "records_record_default"
 KEYS = "records_recordkey"
 DAY_PREFIX = "records_record_p"
 EXPIRED_PREFIX = "records_record_expired_"
-# Creators of partitions queue on this advisory lock instead of racing to CREATE one name.
-PARTITION_LOCK_KEY = 0x44420002
 # Batched deletes (records.retention.delete_in_batches: the default partition's, per-project
 # retention's) go this many rows a statement, so that no single statement holds locks (or
 # builds WAL) for long. An expired day's keys go in one (KEY_DELETE).

@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 
 import orjson
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Max, Q
 from django.db.models.functions import Mod
 from django.utils import timezone
@@ -53,6 +53,7 @@ from records.keys import (
     VERDICT,
     VIOLATION,
 )
+from records.locks import INGEST_LOCK_KEY, LANE_SWITCH_LOCK_KEY, PASS_WAITER_LOCK_CLASS
 from records.models import (
     Classification,
     Grain,
@@ -66,13 +67,10 @@ from records.models import (
 )
 from records.sketch import Sketch
 from records.sqlfunctions import fast_timestamps
-from records.store import INGEST_LOCK_KEY
 
 log = logging.getLogger(__name__)
 
 WATERMARK = "rollups"  # one lane's watermark; lane i of n > 1 is "rollups:i/n" (lane_name)
-# Serialises changes of the lane count (held for one short transaction, never by a pass).
-LANE_SWITCH_LOCK_KEY = 0x44420002
 GRAINS = (Grain.MINUTE, Grain.HOUR, Grain.DAY)
 _FIELDS = (
     "id", "project_id", "kind", "agent", "model", "rollup_key", "ts", "latency_ms", "tokens_in",
@@ -317,10 +315,13 @@ def catch_up(
     batch_size: int | None = None,
     max_seconds: float = 50.0,
     streak_settle: float = 0.0,
+    spacing: float = 0.0,
 ) -> int:
     """Run passes of `lane` (every lane in turn when None) until caught up (or out of time),
     then recompute the lane's dirty streak minutes unless it did so less than `streak_settle`
-    seconds ago (0: always; see STREAK_SETTLE_SECONDS); returns how many records were folded."""
+    seconds ago (0: always; see STREAK_SETTLE_SECONDS); returns how many records were folded.
+    A pass waits until `spacing` seconds after the start of the lane's last pass that folded
+    records (0: never; see PASS_SPACING_SECONDS)."""
     lanes = lanes or configured_lanes()
     batch_size = batch_size or DEFAULT_BATCH[connection.vendor]
     deadline = timezone.now() + timedelta(seconds=max_seconds)
@@ -328,7 +329,7 @@ def catch_up(
     for one in range(lanes) if lane is None else (lane,):
         high = None  # a safe high-water mark stays safe: reread only once the lane reaches it
         while True:
-            result = run_pass(batch_size, lane=one, lanes=lanes, high=high)
+            result = run_pass(batch_size, lane=one, lanes=lanes, high=high, spacing=spacing)
             total += result.records
             if result.caught_up or timezone.now() > deadline:
                 break
@@ -463,20 +464,80 @@ def _record_partitions(cursor) -> list[tuple[str, float, int]]:
     return cursor.fetchall()
 
 
+# How long after the start of a lane's last pass that folded records the next one may start
+# (PostgreSQL). Under sustained ingest the passes ran back to back, each folding what arrived
+# during the one before: about a second of records. A pass costs in proportion to the rollup
+# cells, runs and decisions it touches as much as to its records, and records up to half an
+# hour late touch most of the last half hour's cells in any pass, however small: 120,000 records
+# spread over 30 minutes folded in passes of 8,000 took 9.1 s, in passes of 16,000 5.9 s, of
+# 32,000 4.7 s (docs/benchmarks.md, Soak). Spaced, a pass folds at least this long's records and
+# the worker leaves more of the cores to ingest and the pages; a record waits at most this long
+# more (the lag goal is 5 s at p95: DESIGN §9). A backlog is not held back: its passes take
+# longer than this. Only the workers' catch-up task spaces its passes (a test, a rebuild or
+# `manage.py catch_up` folds at once); SQLite's passes, small and one writer at a time, never.
+PASS_SPACING_SECONDS = 2.0
+
+
 def run_pass(
-    batch_size: int, *, lane: int = 0, lanes: int | None = None, high: int | None = None
+    batch_size: int,
+    *,
+    lane: int = 0,
+    lanes: int | None = None,
+    high: int | None = None,
+    spacing: float = 0.0,
 ) -> PassResult:
     """One pass of one lane: its projects' records in the next window of ids. `high`, a safe
-    high-water mark an earlier pass read, spares the ingest lock (see _safe_high_water)."""
+    high-water mark an earlier pass read, spares the ingest lock (see _safe_high_water).
+
+    With `spacing`, the pass first waits until that long after the start of the lane's last
+    pass that folded records, unless another process already waits to: then it returns at once
+    and folds nothing, since the waiter's pass, which starts later and reads the high-water mark
+    then, folds every record this one would have (PassResult.caught_up)."""
     lanes = lanes or configured_lanes()
     if not 0 <= lane < lanes:
         raise ValueError(f"lane {lane} of {lanes}")
-    while True:
-        with transaction.atomic():
-            watermark = _lock_watermark(lane, lanes)
-            if watermark is not None:
-                return _fold(watermark, lane, lanes, batch_size, high)
-        _switch_lanes(lanes, batch_size)  # the lanes are of another count (or none yet)
+    waiting = False
+    try:
+        while True:
+            with transaction.atomic():
+                watermark = _lock_watermark(lane, lanes)
+                if watermark is not None:
+                    wait = _spacing_left(watermark, spacing)
+                    if wait <= 0:
+                        return _fold(watermark, lane, lanes, batch_size, high)
+            if watermark is None:
+                _switch_lanes(lanes, batch_size)  # the lanes are of another count (or none yet)
+                continue
+            if not waiting:
+                waiting = _waiter_lock(lane, take=True)
+                if not waiting:
+                    return PassResult(0, watermark.last_id, True, watermark.last_id)
+            # Without the lane's lock: another process's pass may start meanwhile (one that
+            # folds a backlog), and then this one waits again for what arrives during it.
+            time.sleep(wait)
+    finally:
+        if waiting:
+            try:
+                _waiter_lock(lane, take=False)
+            except DatabaseError:  # a lock left held would make every other task skip
+                connection.close()  # the session's locks end with it
+
+
+def _spacing_left(watermark: Watermark, spacing: float) -> float:
+    """Seconds until `spacing` after the start of the lane's last pass that folded records
+    (never more than `spacing`: another machine's clock may be ahead)."""
+    if spacing <= 0 or watermark.last_fold_at is None or connection.vendor != "postgresql":
+        return 0.0
+    since = (timezone.now() - watermark.last_fold_at).total_seconds()
+    return min(spacing, spacing - since)
+
+
+def _waiter_lock(lane: int, *, take: bool) -> bool:
+    """Take (without waiting) or release the session lock of the lane's one spacing waiter."""
+    with connection.cursor() as cursor:
+        verb = "pg_try_advisory_lock" if take else "pg_advisory_unlock"
+        cursor.execute(f"SELECT {verb}(%s, %s)", [PASS_WAITER_LOCK_CLASS, lane])
+        return cursor.fetchone()[0]
 
 
 def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: int | None):
@@ -490,7 +551,7 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
     # insert used up, other lanes' records) only make a pass smaller; so a lane's window
     # is `lanes` times as wide, about batch_size records of its own.
     last_id = min(high, watermark.last_id + batch_size * lanes)
-    watermark.last_pass_at = timezone.now()
+    started = watermark.last_pass_at = timezone.now()
     batch = _Batch()
     count = 0
     with _collector_paused():
@@ -512,7 +573,9 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
         # otherwise walk every object the pass still held (none was ever collected young).
         del batch
     watermark.last_id = last_id
-    watermark.save(update_fields=["last_id", "last_pass_at"])
+    if count:
+        watermark.last_fold_at = started
+    watermark.save(update_fields=["last_id", "last_pass_at", "last_fold_at"])
     return PassResult(count, last_id, fresh and last_id >= high, high)
 
 

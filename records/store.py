@@ -20,13 +20,10 @@ from datetime import datetime
 from django.db import connection, transaction
 
 from records import partitions, retention
+from records.locks import INGEST_LOCK_KEY
 from records.models import Record, RecordKey, Run
 from records.normalise import NormalisedRecord
 
-# Ingest transactions hold this advisory lock shared; the catch-up worker takes it exclusively for
-# the instant it reads max(id), so every id at or below what it reads is committed (PostgreSQL
-# hands out ids at insert time, not at commit, so without it a slow batch could be skipped).
-INGEST_LOCK_KEY = 0x44420001
 RECORD_TABLE = Record._meta.db_table
 RUN_TABLE = Run._meta.db_table
 KEY_TABLE = RecordKey._meta.db_table

@@ -45,7 +45,12 @@ def catch_up_task(self, lane: int | None = None) -> None:
         log.warning("catch-up lane %s: this worker has %s lanes; skipped", lane, lanes)
         return
     try:
-        rollup.catch_up(lane=lane, lanes=lanes, streak_settle=rollup.STREAK_SETTLE_SECONDS)
+        rollup.catch_up(
+            lane=lane,
+            lanes=lanes,
+            streak_settle=rollup.STREAK_SETTLE_SECONDS,
+            spacing=rollup.PASS_SPACING_SECONDS,
+        )
     except DATABASE_UNAVAILABLE as exc:
         # Each pass moves the watermark in its own transaction, so a pass the outage cut short
         # left nothing behind: the retry resumes from the watermark. (Celery logs the retry.)
