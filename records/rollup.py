@@ -504,6 +504,11 @@ def run_pass(
                 if watermark is not None:
                     wait = _spacing_left(watermark, spacing)
                     if wait <= 0:
+                        if waiting:
+                            # Free before the pass: a task that gets the lane's lock after
+                            # the pass must wait for the next one, not leave records to it.
+                            _waiter_lock(lane, take=False)
+                            waiting = False
                         return _fold(watermark, lane, lanes, batch_size, high)
             if watermark is None:
                 _switch_lanes(lanes, batch_size)  # the lanes are of another count (or none yet)

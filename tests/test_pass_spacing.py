@@ -78,11 +78,7 @@ def test_a_second_waiter_leaves_the_records_to_the_first(lane):
     _post(lane, 1, 0)
     rollup.run_pass(BATCH)
     _post(lane, 4, 10)
-    dsn = connection.get_connection_params()
-    other = psycopg.connect(
-        **{k: v for k, v in dsn.items() if k not in ("cursor_factory", "context")},
-        autocommit=True,
-    )
+    other = _other_session()
     try:
         taken = other.execute(
             "SELECT pg_try_advisory_lock(%s, %s)", [locks.PASS_WAITER_LOCK_CLASS, 0]
@@ -97,6 +93,42 @@ def test_a_second_waiter_leaves_the_records_to_the_first(lane):
     assert rollup.run_pass(BATCH, spacing=SPACING).records == 4
     # The waiter released its lock: the next waiter can take it.
     assert _try_waiter_lock()
+
+
+def test_the_waiter_frees_its_lock_before_its_pass(lane, monkeypatch):
+    """A task that gets the lane's lock after the waiter's pass finds the waiter lock free, so
+    it waits and folds what arrived during that pass, rather than leaving it to nobody."""
+    _post(lane, 1, 0)
+    rollup.run_pass(BATCH)
+    _post(lane, 2, 10)
+    free_during_pass = []
+    fold = rollup._fold
+
+    def fold_seen_from_another_session(*args, **kwargs):
+        free_during_pass.append(_try_waiter_lock_elsewhere())
+        return fold(*args, **kwargs)
+
+    monkeypatch.setattr(rollup, "_fold", fold_seen_from_another_session)
+    assert rollup.run_pass(BATCH, spacing=SPACING).records == 2
+    assert free_during_pass == [True]
+
+
+def _try_waiter_lock_elsewhere() -> bool:
+    other = _other_session()
+    try:
+        return other.execute(
+            "SELECT pg_try_advisory_lock(%s, %s)", [locks.PASS_WAITER_LOCK_CLASS, 0]
+        ).fetchone()[0]
+    finally:
+        other.close()
+
+
+def _other_session() -> psycopg.Connection:
+    params = connection.get_connection_params()
+    return psycopg.connect(
+        **{k: v for k, v in params.items() if k not in ("cursor_factory", "context")},
+        autocommit=True,
+    )
 
 
 def test_two_processes_at_once_make_one_spaced_pass_between_them(lane):
