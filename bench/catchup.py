@@ -1,12 +1,15 @@
 """How much arrival order costs the catch-up: the same backlog folded in ts order and shuffled.
 
-    .venv/bin/python bench/catchup.py [--records 150000] [--verdict-share 0.33]
+    .venv/bin/python bench/catchup.py [--records 150000] [--verdict-share 0.33] [--batch N]
 
 `records` records of the last 30 minutes (the demo generator's mix, with verdicts topped up to
 `verdict-share` of them: late verdicts are what re-folds streaks) are stored with no worker
 running, once in ts order into one project and once shuffled into another, on a scratch
 PostgreSQL database (autovacuum as the machine has it); each backlog is then caught up to the end
-by one process. The COPY ceiling of the same rows is measured in the same run (bench.common).
+by one process, in passes of `batch` records (default: the catch-up's own, DEFAULT_BATCH; a
+smaller one shows what a pass costs beyond its records, as under sustained ingest, where each
+pass folds what arrived since the last: records.rollup.PASS_SPACING_SECONDS). The COPY ceiling
+of the same rows is measured in the same run (bench.common).
 
 Prints, last: `in order N rec/s, shuffled M rec/s, shuffled/in-order R (goal >= 0.5),
 shuffled/copy C (goal >= 0.5)`.
@@ -52,7 +55,7 @@ def backlog(records: int, verdict_share: float, now: datetime) -> list[dict]:
     return generated[: records - extra] + copies
 
 
-def fold(name: str, normalised: list, now: datetime) -> float:
+def fold(name: str, normalised: list, now: datetime, batch: int | None = None) -> float:
     from records import rollup
     from records.models import Project
     from records.store import store_records
@@ -61,7 +64,7 @@ def fold(name: str, normalised: list, now: datetime) -> float:
     for i in range(0, len(normalised), 5000):
         store_records(project.pk, normalised[i : i + 5000], now)
     start = time.perf_counter()
-    folded = rollup.catch_up(max_seconds=3600)
+    folded = rollup.catch_up(max_seconds=3600, batch_size=batch)
     seconds = time.perf_counter() - start
     assert folded == len(normalised), (folded, len(normalised))
     print(f"{name}: {folded:,} records caught up in {seconds:.1f} s", flush=True)
@@ -72,6 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=150_000)
     parser.add_argument("--verdict-share", type=float, default=0.33)
+    parser.add_argument("--batch", type=int, default=None, help="records per pass")
     args = parser.parse_args()
 
     os.environ["DECISIONBOARD_VAR_DIR"] = "/tmp/decisionboard-bench-catchup"
@@ -81,10 +85,12 @@ def main() -> None:
 
     now = datetime.now(UTC)
     normalised = [normalise(r, now=now) for r in backlog(args.records, args.verdict_share, now)]
-    in_order = fold("in-order", sorted(normalised, key=lambda r: (r.ts, r.record_key)), now)
+    in_order = fold(
+        "in-order", sorted(normalised, key=lambda r: (r.ts, r.record_key)), now, args.batch
+    )
     shuffled = normalised[:]
     random.Random(1).shuffle(shuffled)
-    shuffled_rate = fold("shuffled", shuffled, now)
+    shuffled_rate = fold("shuffled", shuffled, now, args.batch)
     ceiling = copy_ceiling(store_rows(0, now, normalised))
     print(
         f"in order {in_order:,.0f} rec/s, shuffled {shuffled_rate:,.0f} rec/s, "
