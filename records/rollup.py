@@ -473,8 +473,8 @@ def _record_partitions(cursor) -> list[tuple[str, float, int]]:
 # 32,000 4.7 s (docs/benchmarks.md, Soak). Spaced, a pass folds at least this long's records and
 # the worker leaves more of the cores to ingest and the pages; a record waits at most this long
 # more (the lag goal is 5 s at p95: DESIGN §9). A backlog is not held back: its passes take
-# longer than this. Only the workers' catch-up task spaces its passes (a test, a rebuild or
-# `manage.py catch_up` folds at once); SQLite's passes, small and one writer at a time, never.
+# longer than this. Only the workers' catch-up task spaces its passes (a test, a rebuild or a
+# benchmark folds at once); SQLite's passes, small and one writer at a time, never.
 PASS_SPACING_SECONDS = 2.0
 
 
@@ -490,19 +490,21 @@ def run_pass(
     high-water mark an earlier pass read, spares the ingest lock (see _safe_high_water).
 
     With `spacing`, the pass first waits until that long after the start of the lane's last
-    pass that folded records, unless another process already waits to: then it returns at once
-    and folds nothing, since the waiter's pass, which starts later and reads the high-water mark
-    then, folds every record this one would have (PassResult.caught_up)."""
+    pass that folded records (at most that long in all), unless another process already waits
+    to: then it returns at once and folds nothing, since the waiter's pass, which starts later
+    and reads the high-water mark then, folds every record this one would have
+    (PassResult.caught_up)."""
     lanes = lanes or configured_lanes()
     if not 0 <= lane < lanes:
         raise ValueError(f"lane {lane} of {lanes}")
     waiting = False
+    waited = 0.0
     try:
         while True:
             with transaction.atomic():
                 watermark = _lock_watermark(lane, lanes)
                 if watermark is not None:
-                    wait = _spacing_left(watermark, spacing)
+                    wait = min(_spacing_left(watermark, spacing), spacing - waited)
                     if wait <= 0:
                         if waiting:
                             # Free before the pass: a task that gets the lane's lock after
@@ -517,9 +519,11 @@ def run_pass(
                 waiting = _waiter_lock(lane, take=True)
                 if not waiting:
                     return PassResult(0, watermark.last_id, True, watermark.last_id)
-            # Without the lane's lock: another process's pass may start meanwhile (one that
-            # folds a backlog), and then this one waits again for what arrives during it.
+            # Without the lane's lock: another process's pass may start meanwhile, and then this
+            # one waits on for what arrives during it, but never past `spacing` in all (a clock
+            # ahead of this one must not hold the lane back).
             time.sleep(wait)
+            waited += wait
     finally:
         if waiting:
             try:
@@ -529,8 +533,8 @@ def run_pass(
 
 
 def _spacing_left(watermark: Watermark, spacing: float) -> float:
-    """Seconds until `spacing` after the start of the lane's last pass that folded records
-    (never more than `spacing`: another machine's clock may be ahead)."""
+    """Seconds until `spacing` after the start of the lane's last pass that folded records,
+    at most `spacing`."""
     if spacing <= 0 or watermark.last_fold_at is None or connection.vendor != "postgresql":
         return 0.0
     since = (timezone.now() - watermark.last_fold_at).total_seconds()

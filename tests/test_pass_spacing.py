@@ -72,6 +72,21 @@ def test_a_pass_long_after_the_last_fold_does_not_wait(lane):
     assert _watermark().last_fold_at - before < timedelta(seconds=5)
 
 
+def test_a_pass_waits_no_longer_than_the_spacing_after_a_clock_ahead(lane):
+    """A last fold stamped by a machine whose clock runs a minute ahead: the pass still waits
+    only the spacing, then folds."""
+    _post(lane, 1, 0)
+    rollup.run_pass(BATCH)
+    Watermark.objects.filter(pk=_watermark().pk).update(
+        last_fold_at=timezone.now() + timedelta(seconds=60)
+    )
+    _post(lane, 3, 10)
+    before = timezone.now()
+    assert rollup.run_pass(BATCH, spacing=SPACING).records == 3
+    waited = _watermark().last_fold_at - before
+    assert timedelta(seconds=SPACING) <= waited < timedelta(seconds=30)
+
+
 def test_a_second_waiter_leaves_the_records_to_the_first(lane):
     """While another session holds the lane's waiter lock, a spaced pass returns at once,
     caught up and folding nothing; once it is free, the pass waits and folds them."""
