@@ -171,23 +171,14 @@ def _summed(
             Row(bucket_of(b), kind, agent, model, key, n, t_in, t_out, {})
             for b, kind, agent, model, key, n, t_in, t_out in summed
         ]
-    # Each Row field from its place in the selected values, or its default when not kept.
-    at = {c: i for i, c in enumerate(keep)}
-    b_at, kind_at, agent_at, model_at, key_at = (at.get(c) for c in COLUMNS)
+    places = _places(keep)
     width = len(keep)
     out = []
     for values in summed:
         if not keep and values[0] is None:
             continue  # no row at all: SUM over nothing is one row of NULLs
-        out.append(Row(
-            bucket_of(values[b_at]) if b_at is not None else first,
-            values[kind_at] if kind_at is not None else "",
-            values[agent_at] if agent_at is not None else "",
-            values[model_at] if model_at is not None else "",
-            values[key_at] if key_at is not None else "",
-            values[width], values[width + 1], values[width + 2], {},
-            float(values[width + 3] or 0.0) if latency_sums else 0.0,
-        ))  # fmt: skip
+        latency_sum = float(values[width + 3] or 0.0) if latency_sums else 0.0
+        out.append(_row(values, places, first, *values[width : width + 3], {}, latency_sum))
     return out
 
 
@@ -206,28 +197,39 @@ def _with_sketches(
             for b, kind, agent, model, key, n, t_in, t_out, text in stored
         ]
     # Summed here: merge each kept cell's sketches (into a copy, never a stored row's).
+    kept_at = [COLUMNS.index(c) for c in keep]
     cells: dict[tuple, list] = {}
-    for b, kind, agent, model, key, n, t_in, t_out, text in stored:
-        got = {"bucket": b, "kind": kind, "agent": agent, "model": model, "key": key}
-        cell_key = tuple(got[c] for c in keep)
+    for *values, n, t_in, t_out, text in stored:
+        cell_key = tuple(values[i] for i in kept_at)
         cell = cells.get(cell_key)
         if cell is None:
-            cells[cell_key] = [got, n, t_in, t_out, _sketch(text)]
+            cells[cell_key] = [n, t_in, t_out, _sketch(text)]
             continue
-        cell[1] += n
-        cell[2] += t_in
-        cell[3] += t_out
-        cell[4].merge_stored(orjson.loads(text))
-    return [
-        _row({c: got[c] for c in keep}, first, n, t_in, t_out, sketch)
-        for got, n, t_in, t_out, sketch in cells.values()
-    ]
+        cell[0] += n
+        cell[1] += t_in
+        cell[2] += t_out
+        cell[3].merge_stored(orjson.loads(text))
+    places = _places(keep)
+    return [_row(kept, places, first, *cell) for kept, cell in cells.items()]
 
 
-def _row(got: dict, first: datetime, n: int, t_in: int, t_out: int, sketch) -> Row:
-    when = bucket_of(got["bucket"]) if "bucket" in got else first
-    return Row(when, got.get("kind", ""), got.get("agent", ""), got.get("model", ""),
-               got.get("key", ""), n, t_in, t_out, sketch)  # fmt: skip
+def _places(keep: tuple[str, ...]) -> tuple[int | None, ...]:
+    """Where each of COLUMNS is among the kept values (None: not kept)."""
+    return tuple(keep.index(c) if c in keep else None for c in COLUMNS)
+
+
+def _row(kept, places, first: datetime, n, t_in, t_out, sketch, latency_sum=0.0) -> Row:
+    """A Row of the kept values (placed by _places): a column not kept is the range's first
+    bucket or ""."""
+    b, kind, agent, model, key = places
+    return Row(
+        bucket_of(kept[b]) if b is not None else first,
+        kept[kind] if kind is not None else "",
+        kept[agent] if agent is not None else "",
+        kept[model] if model is not None else "",
+        kept[key] if key is not None else "",
+        n, t_in, t_out, sketch, latency_sum,
+    )  # fmt: skip
 
 
 def _sketch(text: str) -> Sketch:
