@@ -1300,33 +1300,39 @@ def _lane_dirty_minutes(lane: int, lanes: int, *, after: int | None = None) -> s
     return set(dirty.values_list("project_id", "model", "bucket"))
 
 
-def _minute_segments(batch: _Batch) -> tuple[dict[tuple, streaks.Segment], list[tuple]]:
-    """The minutes this batch's verdicts extend at their end, combined; and the late ones."""
+def _minute_segments(batch: _Batch) -> tuple[dict[tuple, streaks.Segment], dict[tuple, tuple]]:
+    """The minutes this batch's verdicts extend at their end, combined; and the late ones, each
+    with its end after this batch: the later of the stored end and the batch's last verdict."""
     keys = list(batch.verdicts)
     stored = _load_segments(Grain.MINUTE, keys)
     out: dict[tuple, streaks.Segment] = {}
-    late = []
+    late = {}
     for key, verdicts in batch.verdicts.items():
         verdicts.sort(key=lambda v: (v[1], v[2]))
         before, dirty = stored.get(key, (streaks.EMPTY, False))
+        last = (verdicts[-1][1], verdicts[-1][2])
         if not dirty and (before.last_ts is None or (verdicts[0][1], verdicts[0][2]) > before.end):
             out[key] = streaks.combine(before, streaks.of_verdicts(verdicts))
         else:
-            late.append(key)
+            late[key] = last if before.last_ts is None else max(before.end, last)
     return out, late
 
 
-def _mark_dirty(keys: list[tuple], upto: int) -> None:
+def _mark_dirty(late: dict[tuple, tuple], upto: int) -> None:
     """Mark these (project, model, minute) segments dirty by the pass that moves the watermark
-    to `upto` (each exists: a key is late only against a stored segment)."""
-    if not keys:
+    to `upto` (each exists: a key is late only against a stored segment), and move each one's
+    end, (last_ts, last_key), to the one given: a dirty minute's end stays that of every
+    verdict folded into it, which its recompute keeps (_dirty_segments_in_sql)."""
+    if not late:
         return
     with connection.cursor() as cursor:
         cursor.executemany(
-            f"UPDATE {StreakSegment._meta.db_table} SET dirty = %s, dirty_upto = %s "
+            f"UPDATE {StreakSegment._meta.db_table} SET dirty = %s, dirty_upto = %s, "
+            "last_ts = %s, last_key = %s "
             "WHERE project_id = %s AND model = %s AND grain = %s AND bucket = %s",
-            [(True, upto, p, m, Grain.MINUTE, _db_time(b)) for p, m, b in keys],
-        )
+            [(True, upto, _db_time(ts), key, p, m, Grain.MINUTE, _db_time(b))
+             for (p, m, b), (ts, key) in late.items()],
+        )  # fmt: skip
 
 
 def _dirty_segments(keys: list[tuple], last_id: int) -> dict[tuple, streaks.Segment]:
@@ -1372,38 +1378,95 @@ def _dirty_segments(keys: list[tuple], last_id: int) -> dict[tuple, streaks.Segm
     return out
 
 
-# records.streaks.of_verdicts of every (model, minute) of the verdicts query (_verdicts_query),
-# computed by PostgreSQL. Within a minute, in (ts, record key) order, `ruled_upto` counts the
-# rulings up to a verdict, so the parse errors between two rulings share it: each run of parse
-# errors is one group. Only the parse errors and each minute's last verdict (the one without a
-# next, whose ruled_upto is the minute's count of rulings) are grouped: the prefix is the group
-# before the first ruling, the suffix the group after the last, the longest the largest group.
-# One sort of the minutes' verdicts, and a row a minute back to Python.
+# records.streaks.of_verdicts of each (model, minute) of `keys`, computed by PostgreSQL from the
+# minute's parse errors alone, each probing the verdicts around it, rather than from every verdict
+# of the minute: a minute holds thousands of rulings and few parse errors, and under half an
+# hour of late verdicts every minute of it is recomputed.
+#
+# In (ts, record key) order within a minute, the parse errors fall into runs that no ruling
+# separates: `ruled_before` marks a parse error with a ruling between it and the parse error
+# before it (or the minute's start), so the running count of those marks numbers the runs, run 0
+# being the one before the minute's first ruling (the prefix); `open_end` marks the minute's last
+# parse error when no ruling follows it (its run is the suffix). Each mark is one EXISTS over a
+# range of the verdicts index record_verdict_model_ts that stops at the first ruling; the parse
+# errors come from their own index, record_broken_ts. The minute's end, (last_ts, last_key), is
+# not computed here: the stored segment's is kept (_mark_dirty moves it with each late verdict).
+# `has_verdict` is false only for a minute whose verdicts are gone (its segment is then empty).
+# The CTEs are MATERIALIZED and the parse errors' subquery has OFFSET 0 so that each probe runs
+# once per row it is for, whatever the planner estimates without statistics.
+_VERDICT_SQL = f"""
+    SELECT FROM {{table}} r
+    WHERE r.project_id = %(project)s AND r.kind = '{VERDICT}' AND r.model = {{model}}
+      AND r.id <= %(last_id)s AND {{where}}"""
+_RULING = f"r.outcome IN {tuple(sorted(streaks.RULED))}"
 _SEGMENTS_SQL = f"""
-WITH verdicts AS (
-    SELECT model, ts, record_key, outcome, date_trunc('minute', ts, 'UTC') AS minute,
-           count(*) FILTER (WHERE outcome IN {tuple(sorted(streaks.RULED))}) OVER upto
-               AS ruled_upto,
-           lead(ts) OVER upto IS NULL AS is_last
-    FROM ({{verdicts}}) AS spans
-    WINDOW upto AS (PARTITION BY model, date_trunc('minute', ts, 'UTC')
-                    ORDER BY ts, record_key COLLATE "C" ROWS UNBOUNDED PRECEDING)
-), runs AS (
-    SELECT model, minute, ruled_upto,
-           max(ruled_upto) OVER (PARTITION BY model, minute) AS ruled,
-           count(*) FILTER (WHERE outcome = '{streaks.BROKEN}') AS broken,
-           max(ts) FILTER (WHERE outcome = '{streaks.BROKEN}') AS broken_at,
-           max(ts) FILTER (WHERE is_last) AS last_ts,
-           max(record_key COLLATE "C") FILTER (WHERE is_last) AS last_key
-    FROM verdicts WHERE outcome = '{streaks.BROKEN}' OR is_last
-    GROUP BY model, minute, ruled_upto
+WITH keys AS MATERIALIZED (
+    SELECT * FROM unnest(%(models)s::text[], %(minutes)s::timestamptz[]) AS k(model, minute)
+), broken AS MATERIALIZED (
+    SELECT k.model, k.minute, b.ts, b.record_key
+    FROM keys k CROSS JOIN LATERAL (
+        SELECT ts, record_key COLLATE "C" AS record_key FROM {{table}} r
+        WHERE r.project_id = %(project)s AND r.kind = '{VERDICT}'
+          AND r.outcome = '{streaks.BROKEN}' AND r.model = k.model
+          AND r.ts >= k.minute AND r.ts < k.minute + interval '1 minute' AND r.id <= %(last_id)s
+        OFFSET 0
+    ) AS b
+), ordered AS MATERIALIZED (
+    SELECT model, minute, ts, record_key,
+           lag(ts) OVER w AS prev_ts, lag(record_key) OVER w AS prev_key,
+           lead(ts) OVER w IS NULL AS is_last
+    FROM broken WINDOW w AS (PARTITION BY model, minute ORDER BY ts, record_key)
+), marked AS MATERIALIZED (
+    SELECT o.model, o.minute, o.ts, o.record_key,
+           EXISTS ({{ruled_before}}) AS ruled_before,
+           o.is_last AND NOT EXISTS ({{ruled_after}}) AS open_end
+    FROM ordered o
+), runs AS MATERIALIZED (
+    SELECT model, minute, run, count(*) AS broken, max(ts) AS broken_at,
+           bool_or(open_end) AS open_end
+    FROM (
+        SELECT model, minute, ts, open_end,
+               count(*) FILTER (WHERE ruled_before) OVER (
+                   PARTITION BY model, minute ORDER BY ts, record_key ROWS UNBOUNDED PRECEDING
+               ) AS run
+        FROM marked
+    ) AS numbered
+    GROUP BY model, minute, run
+), minutes AS MATERIALIZED (
+    SELECT k.model, k.minute, EXISTS ({{any_verdict}}) AS has_verdict,
+           EXISTS ({{any_ruling}}) AS has_ruling
+    FROM keys k
 )
-SELECT model, minute, bool_or(ruled > 0),
-       coalesce(sum(broken) FILTER (WHERE ruled_upto = 0), 0)::int,
-       coalesce(sum(broken) FILTER (WHERE ruled_upto = ruled), 0)::int,
-       max(broken)::int, max(broken_at), max(last_ts), max(last_key)
-FROM runs GROUP BY model, minute
-"""
+SELECT k.model, k.minute, k.has_verdict, k.has_ruling,
+       coalesce(sum(r.broken) FILTER (WHERE r.run = 0), 0)::int,
+       coalesce(sum(r.broken) FILTER (WHERE r.open_end), 0)::int,
+       coalesce(max(r.broken), 0)::int, max(r.broken_at)
+FROM minutes k LEFT JOIN runs r ON r.model = k.model AND r.minute = k.minute
+GROUP BY k.model, k.minute, k.has_verdict, k.has_ruling
+""".format(
+    table=Record._meta.db_table,
+    ruled_before=_VERDICT_SQL.format(
+        table=Record._meta.db_table, model="o.model",
+        where=f"""{_RULING}
+      AND r.ts >= coalesce(o.prev_ts, o.minute) AND r.ts <= o.ts
+      AND (o.prev_ts IS NULL OR r.ts > o.prev_ts OR r.record_key COLLATE "C" > o.prev_key)
+      AND (r.ts < o.ts OR r.record_key COLLATE "C" < o.record_key)""",
+    ),
+    ruled_after=_VERDICT_SQL.format(
+        table=Record._meta.db_table, model="o.model",
+        where=f"""{_RULING}
+      AND r.ts >= o.ts AND r.ts < o.minute + interval '1 minute'
+      AND (r.ts > o.ts OR r.record_key COLLATE "C" > o.record_key)""",
+    ),
+    any_verdict=_VERDICT_SQL.format(
+        table=Record._meta.db_table, model="k.model",
+        where="r.ts >= k.minute AND r.ts < k.minute + interval '1 minute'",
+    ),
+    any_ruling=_VERDICT_SQL.format(
+        table=Record._meta.db_table, model="k.model",
+        where=f"{_RULING} AND r.ts >= k.minute AND r.ts < k.minute + interval '1 minute'",
+    ),
+)  # fmt: skip
 
 
 def on_one_core(cursor) -> None:
@@ -1415,51 +1478,58 @@ def on_one_core(cursor) -> None:
 
 
 def _dirty_segments_in_sql(keys: list[tuple], last_id: int) -> dict[tuple, streaks.Segment]:
-    """_dirty_segments on PostgreSQL: each minute's segment computed by the server
-    (_SEGMENTS_SQL), one query per project. Folding each verdict in Python was ~9 µs a verdict
-    (fetching and converting its row most of it), and a recompute under half an hour of late
-    verdicts reads millions of them."""
-    wanted = set(keys)
+    """_dirty_segments on PostgreSQL: each minute's segment computed by the server from its
+    parse errors and the stored end (_SEGMENTS_SQL), one query per project. Before, the server
+    computed it over every verdict of the minute, and a recompute under half an hour of late
+    verdicts read millions of them (docs/benchmarks.md, Streak recompute)."""
+    ends = {key: segment.end for key, (segment, _) in _load_segments(Grain.MINUTE, keys).items()}
     out = {key: streaks.EMPTY for key in keys}
     with connection.cursor() as cursor:
         on_one_core(cursor)
-    for project, models in _models_by_project(keys).items():
-        spans = _spans(sorted({k[2] for k in keys if k[0] == project}))
-        sql, params = _verdicts_query(project, models, spans, last_id, ordered=False)
-        with connection.cursor() as cursor:
-            fast_timestamps(cursor)
-            cursor.execute(_SEGMENTS_SQL.format(verdicts=sql), params)
-            for model, minute, *fields in cursor.fetchall():
+        fast_timestamps(cursor)
+        for project, mine in _keys_by_project(keys).items():
+            cursor.execute(
+                _SEGMENTS_SQL,
+                {"project": project, "last_id": last_id,
+                 "models": [m for m, _ in mine], "minutes": [b for _, b in mine]},
+            )  # fmt: skip
+            for model, minute, has_verdict, *fields in cursor.fetchall():
                 key = (project, model, minute)
-                if key in wanted:
-                    out[key] = streaks.Segment(*fields)
+                if has_verdict and key in ends and ends[key][0] is not None:
+                    out[key] = streaks.Segment(*fields, *ends[key])
     return out
 
 
-def _verdicts_query(
-    project: int, models, spans, last_id: int, *, ordered: bool = True
-) -> tuple[str, list]:
-    """The verdicts of these models in these [start, end) spans, folded in (id <= last_id), in
-    (ts, record key) order unless not `ordered` (the SQL then computes over them: _SEGMENTS_SQL).
+def _keys_by_project(keys) -> dict[int, list[tuple[str, datetime]]]:
+    """{project: its (model, bucket) pairs} of (project, model, bucket) keys."""
+    out: dict[int, list[tuple[str, datetime]]] = defaultdict(list)
+    for project, model, bucket in keys:
+        out[project].append((model, bucket))
+    return out
 
-    One branch a span, so that each is a range of the verdicts-only index record_verdict_ts
-    whatever the planner knows: as one OR of the spans, PostgreSQL without statistics read all
-    the project's verdicts of the day's partition and filtered the spans. The kind is a literal
-    in the SQL (Django binds parameters on the client), which the partial index needs.
+
+def _verdicts_query(project: int, models, spans, last_id: int) -> tuple[str, list]:
+    """The verdicts of these models in these [start, end) spans, folded in (id <= last_id), in
+    (ts, record key) order (SQLite's recompute walks them: _dirty_segments).
+
+    One branch a span, so that each is a range of the verdicts-only index
+    record_verdict_model_ts whatever the planner knows: as one OR of the spans, PostgreSQL
+    without statistics read all the project's verdicts of the day's partition and filtered the
+    spans. The kind is a literal in the SQL (Django binds parameters on the client), which the
+    partial index needs.
     """
     placeholders = ", ".join(["%s"] * len(models))
     branch = (
         f"SELECT model, ts, record_key, outcome FROM {Record._meta.db_table} "
-        f"WHERE project_id = %s AND kind = %s AND model IN ({placeholders}) AND id <= %s "
-        "AND ts >= %s AND ts < %s"
+        f"WHERE project_id = %s AND kind = '{VERDICT}' AND model IN ({placeholders}) "
+        "AND id <= %s AND ts >= %s AND ts < %s"
     )
     sql = f"SELECT * FROM ({' UNION ALL '.join([branch] * len(spans))}) AS verdicts"
-    if ordered:
-        sql += f" ORDER BY ts, record_key{_CODEPOINTS[connection.vendor]}"
+    sql += f" ORDER BY ts, record_key{_CODEPOINTS[connection.vendor]}"
     models = sorted(models)
     params = []
     for start, end in spans:
-        params += [project, VERDICT, *models, last_id, _db_time(start), _db_time(end)]
+        params += [project, *models, last_id, _db_time(start), _db_time(end)]
     return sql, params
 
 

@@ -141,3 +141,37 @@ def test_the_folded_runs_are_counted_in_the_buckets_of_their_last_records(migrat
     migrate(BEFORE_RUN_LAST)
 
     assert not Rollup.objects.filter(kind=RUN_LAST).exists()
+
+
+BEFORE_BROKEN_INDEX = [("records", "0023_watermark_last_fold_at")]
+
+
+def test_a_dirty_minute_gets_the_end_of_its_verdicts(migrated_back, postgres):
+    """0024: the streak recompute keeps a dirty minute's stored end, so the minutes dirty when
+    it runs get theirs from their verdicts (before it, a late verdict left the end alone)."""
+    from records.models import Record, StreakSegment
+
+    migrated_back(BEFORE_BROKEN_INDEX)
+    project = Project.objects.create(name="acme")
+    ends = {
+        "clean": ("a", T0 + timedelta(seconds=30)),
+        "dirty": ("dirty-b", T0 + timedelta(seconds=40)),
+    }
+    for model in ("clean", "dirty"):
+        for key, second in (("a", 10), ("b", 40), ("c", 20)):
+            Record.objects.create(
+                project=project, record_key=f"{model}-{key}", kind="classifier.verdict",
+                run_id="r", ts=T0 + timedelta(seconds=second), received_at=T0, model=model,
+                outcome="allow", data={},
+            )  # fmt: skip
+        StreakSegment.objects.create(
+            project=project, model=model, grain=Grain.MINUTE, bucket=T0, has_ruling=True,
+            last_ts=T0 + timedelta(seconds=30), last_key="a", dirty=model == "dirty",
+        )  # fmt: skip
+
+    migrate(latest())
+
+    stored = {
+        s.model: (s.last_key, s.last_ts) for s in StreakSegment.objects.filter(project=project)
+    }
+    assert stored == ends  # the clean minute's end is left as it was

@@ -7,7 +7,7 @@ import random
 import signal
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 
 import psycopg
@@ -527,19 +527,21 @@ def test_the_catch_up_keeps_its_tables_analysed_as_they_grow(postgres, alice):
     assert not rollup.analyze_if_grown(min_records=500)  # nothing grew since
 
 
-def test_the_streak_recompute_reads_the_verdicts_index_without_statistics(postgres, alice):
-    """A late verdict's minute is recomputed from the verdicts of its span: on partitions with
-    no statistics (autovacuum off, nothing analysed) the plan reads the verdicts-only index
-    record_verdict_ts, not every kind's records of the span (migration 0019)."""
+def test_the_streak_recompute_reads_the_verdict_indexes_without_statistics(postgres, alice):
+    """A late verdict's minute is recomputed from its parse errors, each probing the verdicts
+    around it: on partitions with no statistics (autovacuum off, nothing analysed) the plan
+    reads the parse errors' index record_broken_ts once per minute and probes the verdicts'
+    index record_verdict_model_ts once per parse error and minute, never every kind's records
+    of a span nor every verdict of a minute (migrations 0019, 0024)."""
     import re
 
     records = rollup_data.build(600, seed=2)
     ingest(alice, records)
     rollup.catch_up()
     verdicts = Record.objects.filter(project=alice.project, kind="classifier.verdict")
-    minutes = sorted({truncate(ts, "minute") for ts in verdicts.values_list("ts", flat=True)})
-    models = set(verdicts.values_list("model", flat=True))
-    assert len(minutes) > 3 and models
+    keys = sorted({(m, truncate(ts, "minute")) for m, ts in verdicts.values_list("model", "ts")})
+    broken = verdicts.filter(outcome="parse_error").count()
+    assert len(keys) > 3 and broken > 3
     with postgres.cursor() as cursor:
         # Forget what any earlier ANALYZE found (the test's transaction rolls this back).
         cursor.execute(
@@ -550,22 +552,33 @@ def test_the_streak_recompute_reads_the_verdicts_index_without_statistics(postgr
             "UPDATE pg_class SET reltuples = -1 WHERE oid IN (SELECT inhrelid FROM pg_inherits "
             "WHERE inhparent = 'records_record'::regclass)"
         )
-        cursor.execute(
-            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-            "WHERE i.inhparent = 'record_verdict_ts'::regclass"
-        )
-        verdict_indexes = {name for (name,) in cursor.fetchall()}
-        spans = rollup._spans(minutes[:1] + minutes[2:4])  # apart: more than one span
-        # The query the recompute runs on PostgreSQL: the segments computed over the verdicts.
-        sql, params = rollup._verdicts_query(alice.project.id, models, spans, 10**12, ordered=False)
-        cursor.execute("EXPLAIN " + rollup._SEGMENTS_SQL.format(verdicts=sql), params)
+        indexes = {}
+        for name in ("record_verdict_model_ts", "record_broken_ts"):
+            cursor.execute(
+                "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                "WHERE i.inhparent = %s::regclass",
+                [name],
+            )
+            indexes[name] = {relname for (relname,) in cursor.fetchall()}
+        # The query the recompute runs on PostgreSQL, run: each scan's loops are counted.
+        params = {"project": alice.project.id, "last_id": 10**12,
+                  "models": [m for m, _ in keys], "minutes": [b for _, b in keys]}  # fmt: skip
+        cursor.execute("EXPLAIN (ANALYZE, COSTS OFF) " + rollup._SEGMENTS_SQL, params)
         plan = "\n".join(line for (line,) in cursor.fetchall())
-    read = set(re.findall(r"Index (?:Only )?Scan (?:Backward )?(?:using|on) (\S+)", plan))
-    assert read and read <= verdict_indexes, plan
-    assert "Seq Scan" not in plan, plan
-    # Each span a range of the index, not a filter over the day's verdicts.
-    ranges = re.findall(r"Index Cond: \(\(project_id = \d+\) AND \(ts >= ", plan)
-    assert len(spans) > 1 and len(ranges) == len(spans), plan
+    read_whole = [line for line in plan.splitlines()
+                  if "Seq Scan" in line and "never executed" not in line]  # fmt: skip
+    assert not read_whole, plan
+    scan = r"Index Scan (?:Backward )?using (\S+) on \S+ \S+ \(actual [^)]*loops=(\d+)\)"
+    scans = re.findall(scan, plan)
+    read = {name for name, _ in scans}
+    assert read and read <= indexes["record_verdict_model_ts"] | indexes["record_broken_ts"], plan
+    loops = defaultdict(int)
+    for name, n in scans:
+        kind = "broken" if name in indexes["record_broken_ts"] else "verdicts"
+        loops[kind] += int(n)
+    # One range of parse errors a minute; a probe or two a parse error and two a minute.
+    assert loops["broken"] == len(keys), plan
+    assert loops["verdicts"] <= 2 * broken + 2 * len(keys), plan
 
 
 def test_the_streak_recompute_runs_without_parallel_workers(postgres, alice):
@@ -583,7 +596,7 @@ def test_the_streak_recompute_runs_without_parallel_workers(postgres, alice):
     seen = []
 
     def showing_the_setting(execute, sql, params, many, context):
-        if sql.lstrip().startswith("WITH verdicts AS"):  # records.rollup._SEGMENTS_SQL
+        if sql == rollup._SEGMENTS_SQL:
             context["cursor"].cursor.execute("SHOW max_parallel_workers_per_gather")
             seen.append(context["cursor"].cursor.fetchone()[0])
         return execute(sql, params, many, context)
