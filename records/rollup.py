@@ -343,17 +343,19 @@ def catch_up(
 
 # How often the workers' catch-up recomputes dirty streak minutes (fold_dirty_streaks) at most.
 # A minute is dirty once a verdict arrives that sorts inside it, and recomputing it reads all of
-# its verdicts again. Records that arrive up to half an hour late dirty every minute of that
-# half hour in every pass, so recomputing after each catch-up call (one every second or two
-# under load) read the last half hour's verdicts again and again: a third of the worker's time
-# in bench/soak.py. Counts, rates and latencies are not held back by it; a streak misses its
-# late verdicts for this long (plus one beat tick, or longer by STREAK_COST_SHARE), and the
-# streaks API says since when (`streaks.folded_at`, `streaks.dirty_minutes`).
+# its parse errors again (and probes the verdicts around each: _SEGMENTS_SQL). Records that
+# arrive up to half an hour late dirty every minute of that half hour in every pass, so
+# recomputing after each catch-up call (one every second or two under load) read the last half
+# hour's verdicts again and again: a third of the worker's time in bench/soak.py (when it read
+# every verdict of a minute). 20 s gave no clear gain in one soak (docs/benchmarks.md). Counts,
+# rates and latencies are not held back by it; a streak misses its late verdicts for this long
+# (plus one beat tick, or longer by STREAK_COST_SHARE), and the streaks API says since when
+# (`streaks.folded_at`, `streaks.dirty_minutes`).
 STREAK_SETTLE_SECONDS = 10.0
 # And at most this many times the last recompute's own duration after it ended, so that the
 # recompute takes at most a fifth of the lane's time however many verdicts the late minutes
-# hold (it reads every one of them: a backlog of late verdicts makes it long, and streaks then
-# settle less often rather than the rollups falling behind).
+# hold (it reads every one of their parse errors: a backlog of late verdicts makes it long, and
+# streaks then settle less often rather than the rollups falling behind).
 STREAK_COST_SHARE = 4
 
 
@@ -1238,17 +1240,19 @@ def fold_dirty_streaks(
     *, lane: int = 0, lanes: int | None = None, unless_within: float = 0.0
 ) -> int:
     """Recompute every dirty minute of the lane's projects from its raw verdicts (those folded
-    in: id <= the lane's watermark), then the hours, days and streaks above; returns how many
+    in: id <= the lane's watermark; on PostgreSQL its parse errors and the verdicts around
+    them, _SEGMENTS_SQL), then the hours, days and streaks above; returns how many
     minutes. Skipped (0) when the lane last did so less than `unless_within` seconds ago, or
     while another process recomputes the lane's minutes.
 
     The verdicts are read without the lane's watermark lock, so the lane's passes go on
-    meanwhile: under half an hour of late verdicts a recompute reads all of them, seconds of
-    work, and passes that waited for it were most of the soak's rollup lag. The lock is taken
-    only to store the result. A pass that marked a minute again meanwhile (dirty_upto past the
-    watermark read here) brought it verdicts this recompute did not read: that minute stays
-    dirty for the next one. Any other dirty minute has no verdict past that watermark (a pass
-    only extends a minute that is not dirty), so what was computed is exact when stored."""
+    meanwhile: under half an hour of late verdicts a recompute reads all of their minutes,
+    seconds of work, and passes that waited for it were most of the soak's rollup lag. The lock
+    is taken only to store the result. A pass that marked a minute again meanwhile (dirty_upto
+    past the watermark read here) brought it verdicts this recompute did not read: that minute
+    stays dirty for the next one. Any other dirty minute has no verdict past that watermark (a
+    pass only extends a minute that is not dirty), so what was computed is exact when stored,
+    the end it keeps too (_mark_dirty moved it with every verdict folded in)."""
     lanes = lanes or configured_lanes()
     with transaction.atomic():
         folded = _lock_streaks_folded(lane, lanes)
