@@ -131,15 +131,21 @@ def test_a_second_signal_kills_what_a_first_is_still_stopping(tmp_path):
 
 
 # A child whose own child leaves its group for a session of its own (as a gunicorn worker does)
-# and ignores SIGTERM; the child prints that process's pid and ends on SIGTERM without it.
+# and ignores SIGTERM; the child prints that process's pid once it has left (the pipe closes after
+# setsid) and ends on SIGTERM without it.
 WANDERING = """
 import os, signal, sys, time
+read, write = os.pipe()
 pid = os.fork()
 if pid == 0:
+    os.close(read)
     os.setsid()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.close(write)
     time.sleep(300)
     os._exit(0)
+os.close(write)
+os.read(read, 1)
 print("pids", pid, flush=True)
 time.sleep(300)
 """
