@@ -27,7 +27,10 @@ gunicorn.conf.py and the Celery workers with beat (workers.processes.worker_comm
    (from its 200 to the first poll that counts it).
 2. Drain: the time from the last batch to the rollups counting every record.
 3. Ceiling: the workers stopped, the same clients post the same kind of batches as fast as they
-   can for 20 s (what bench/ingest.py measures), in the same run.
+   can for 20 s (what bench/ingest.py measures), in the same run: once before the load (before
+   the workers start; they fold those records before the clock) and once after it. The ratio
+   is against the mean of the two: this VM's speed moves by a third from minute to minute, and
+   one 20-s measure after the load set the ratio alone.
 4. Backlog (`--backlog`, 0 skips it): that many records of the last 30 minutes stored shuffled,
    with no worker running, then one catch-up to the end, against the COPY ceiling of the same
    rows (bench.common.copy_ceiling).
@@ -76,6 +79,13 @@ CHUNK = 20  # batches generated at a time by a client
 CEILING_SECONDS = 20
 RSS_EVERY = 10  # seconds between the RSS and PSS samples of web and worker during the load
 RANDOM_IDS = False  # --random-ids; set before the clients fork
+# The demo's record and run ids name their seed, seed_base + client * 1,000,000 + chunk (a chunk
+# of CHUNK batches): each posting needs seeds of its own. The load's clients start at 100 and
+# post a few hundred chunks each in ten minutes; the ceilings start far past any load's. (The
+# ceiling after the load once started at 200: past ~100 chunks a client, it posted the load's
+# own records again, all duplicates.)
+LOAD_SEEDS = 100
+CEILING_SEEDS = (600_000, 700_000)  # before and after the load
 
 
 # --- clients (child processes) ------------------------------------------------------------------
@@ -303,11 +313,15 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
     fork = multiprocessing.get_context("fork")
     seconds = args.minutes * 60
     with gunicorn(2, var / "web.log") as (port, web):
+        # The ceiling before the load, no worker running yet (its records are folded below,
+        # before the clock starts); the one after it is measured the same way.
+        ceiling_before = ceiling_rate(args, port, ingest_key, CEILING_SEEDS[0])
         with (
             running(default, env=env, log=var / "worker.log", timeout=30) as worker,
             running(jobs, env=env, log=var / "jobs-worker.log", timeout=30),
         ):
-            # A first flush so that the pages have a run to show, folded in before the clock.
+            # A first flush so that the pages have a run to show, folded in (with the ceiling's
+            # records) before the clock.
             post_at_rate((port, ingest_key, 0, time.monotonic() + 60, 99, 7, 1))
             while Record.objects.filter(project=project).count() and not _rolled_up(project):
                 time.sleep(0.5)
@@ -335,7 +349,7 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
             # recv below raises instead of waiting for ever.
             poll_out.close()
             read_out.close()
-            shares = [(port, ingest_key, args.rate / args.clients, until, c, 100, 10**9)
+            shares = [(port, ingest_key, args.rate / args.clients, until, c, LOAD_SEEDS, 10**9)
                       for c in range(args.clients)]  # fmt: skip
             rss_series = []  # (seconds into the load, *group_memory) every RSS_EVERY s
             try:
@@ -373,11 +387,13 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
             seen = next((t for t, total in samples if t >= at and total >= acked), None)
             lags.append(seen - at if seen is not None else float("inf"))
         drained = next((t for t, total in samples if total >= acked), None)
-        ceiling = ceiling_rate(args, port, ingest_key)
+        ceiling_after = ceiling_rate(args, port, ingest_key, CEILING_SEEDS[1])
     return {
         "rate": posted / (ended - start), "posted": posted, "lags": lags, "reads": reads,
         "drain": (drained - ended) if drained is not None else None, "rss": rss,
-        "rss_series": rss_series, "replaced": replaced, "ceiling": ceiling, "churn": churn,
+        "rss_series": rss_series, "replaced": replaced, "churn": churn,
+        "ceilings": (ceiling_before, ceiling_after),
+        "ceiling": (ceiling_before + ceiling_after) / 2,
         "wal": wal,
     }  # fmt: skip
 
@@ -417,10 +433,11 @@ def _rolled_up(project) -> bool:
     return freshness()["pending_records"] == 0
 
 
-def ceiling_rate(args, port: int, key: str) -> float:
-    """bench/ingest.py's measure, here: the same clients posting back to back, no workers."""
+def ceiling_rate(args, port: int, key: str, seed_base: int) -> float:
+    """bench/ingest.py's measure, here: the same clients posting back to back, no workers
+    (records of their own: `seed_base` apart from every other posting's)."""
     until = time.monotonic() + CEILING_SECONDS
-    shares = [(port, key, 0, until, c, 200, 10**9) for c in range(args.clients)]
+    shares = [(port, key, 0, until, c, seed_base, 10**9) for c in range(args.clients)]
     start = time.monotonic()
     with multiprocessing.get_context("fork").Pool(args.clients) as pool:
         acks = [a for client in pool.map(post_at_rate, shares) for a in client]
@@ -504,9 +521,12 @@ def main() -> None:
     p95_lag = _p(lags, 0.95)
     drain = result["drain"]
     ratio = result["rate"] / result["ceiling"]
+    before, after = result["ceilings"]
     print(f"\nposted {result['posted']:,} records in {args.minutes:g} min at "
           f"{result['rate']:,.0f} rec/s ({args.clients} clients); ingest ceiling "
-          f"{result['ceiling']:,.0f} rec/s; ratio {ratio:.2f}")  # fmt: skip
+          f"{result['ceiling']:,.0f} rec/s (the mean of {before:,.0f} before the load and "
+          f"{after:,.0f} after it); ratio {ratio:.2f} (against each: "
+          f"{result['rate'] / before:.2f}, {result['rate'] / after:.2f})")  # fmt: skip
     print(f"rollup lag p50 {_p(lags, 0.5):.2f} s, p95 {p95_lag:.2f} s (goal < 5 s); drain "
           + (f"{drain:.1f} s" if drain is not None else f"not done in {args.drain_limit:.0f} s")
           + " (goal < 30 s)")  # fmt: skip
