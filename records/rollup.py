@@ -1272,7 +1272,7 @@ def fold_dirty_streaks(
         dirty = _lane_dirty_minutes(lane, lanes)
         if not dirty:
             return 0  # and the next dirty minute is folded at once
-        minutes = _dirty_segments(list(dirty), read.last_id)
+        minutes = _dirty_segments(dirty, read.last_id)
         if _lock_watermark(lane, lanes) is None:
             return 0  # switched meanwhile; the new lanes recompute every dirty minute
         for key in _lane_dirty_minutes(lane, lanes, after=read.last_id):
@@ -1293,15 +1293,17 @@ def _lock_streaks_folded(lane: int, lanes: int) -> Watermark | None:
     return Watermark.objects.select_for_update(skip_locked=True).filter(name=name).first()
 
 
-def _lane_dirty_minutes(lane: int, lanes: int, *, after: int | None = None) -> set[tuple]:
-    """(project, model, minute) of the lane's dirty minutes; with `after`, only those a pass
-    marked past that watermark (the dirty minutes' partial index)."""
+def _lane_dirty_minutes(lane: int, lanes: int, *, after: int | None = None) -> dict[tuple, tuple]:
+    """{(project, model, minute): its stored end (last_ts, last_key)} of the lane's dirty
+    minutes; with `after`, only those a pass marked past that watermark (the dirty minutes'
+    partial index)."""
     dirty = StreakSegment.objects.filter(grain=Grain.MINUTE, dirty=True)
     if after is not None:
         dirty = dirty.filter(dirty_upto__gt=after)
     if lanes > 1:
         dirty = dirty.alias(lane=Mod("project_id", lanes)).filter(lane=lane)
-    return set(dirty.values_list("project_id", "model", "bucket"))
+    rows = dirty.values_list("project_id", "model", "bucket", "last_ts", "last_key")
+    return {(project, model, bucket): end for project, model, bucket, *end in rows}
 
 
 def _minute_segments(batch: _Batch) -> tuple[dict[tuple, streaks.Segment], dict[tuple, tuple]]:
@@ -1339,9 +1341,9 @@ def _mark_dirty(late: dict[tuple, tuple], upto: int) -> None:
         )  # fmt: skip
 
 
-def _dirty_segments(keys: list[tuple], last_id: int) -> dict[tuple, streaks.Segment]:
+def _dirty_segments(ends: dict[tuple, tuple], last_id: int) -> dict[tuple, streaks.Segment]:
     """The segments of these (project, model, minute) keys recomputed from their verdicts
-    (folded in: id <= last_id).
+    (folded in: id <= last_id); `ends` holds each one's stored end (_lane_dirty_minutes).
 
     One query per project over the spans their minutes make (adjacent minutes joined, so a late
     minute from days ago does not read the days in between). PostgreSQL computes the segments
@@ -1350,7 +1352,8 @@ def _dirty_segments(keys: list[tuple], last_id: int) -> dict[tuple, streaks.Segm
     at a time, not a shuffled backlog's.
     """
     if connection.vendor == "postgresql":
-        return _dirty_segments_in_sql(keys, last_id)
+        return _dirty_segments_in_sql(ends, last_id)
+    keys = list(ends)
     wanted = set(keys)
     out = {key: streaks.of_verdicts(()) for key in keys}
     pending: dict[tuple, list] = defaultdict(list)
@@ -1399,7 +1402,7 @@ def _dirty_segments(keys: list[tuple], last_id: int) -> dict[tuple, streaks.Segm
 # The CTEs are MATERIALIZED and the parse errors' subquery has OFFSET 0 so that each probe runs
 # once per row it is for, whatever the planner estimates without statistics.
 _VERDICT_SQL = f"""
-    SELECT FROM {{table}} r
+    SELECT FROM {Record._meta.db_table} r
     WHERE r.project_id = %(project)s AND r.kind = '{VERDICT}' AND r.model = {{model}}
       AND r.id <= %(last_id)s AND {{where}}"""
 _RULING = f"r.outcome IN {tuple(sorted(streaks.RULED))}"
@@ -1450,24 +1453,24 @@ GROUP BY k.model, k.minute, k.has_verdict, k.has_ruling
 """.format(
     table=Record._meta.db_table,
     ruled_before=_VERDICT_SQL.format(
-        table=Record._meta.db_table, model="o.model",
+        model="o.model",
         where=f"""{_RULING}
       AND r.ts >= coalesce(o.prev_ts, o.minute) AND r.ts <= o.ts
       AND (o.prev_ts IS NULL OR r.ts > o.prev_ts OR r.record_key COLLATE "C" > o.prev_key)
       AND (r.ts < o.ts OR r.record_key COLLATE "C" < o.record_key)""",
     ),
     ruled_after=_VERDICT_SQL.format(
-        table=Record._meta.db_table, model="o.model",
+        model="o.model",
         where=f"""{_RULING}
       AND r.ts >= o.ts AND r.ts < o.minute + interval '1 minute'
       AND (r.ts > o.ts OR r.record_key COLLATE "C" > o.record_key)""",
     ),
     any_verdict=_VERDICT_SQL.format(
-        table=Record._meta.db_table, model="k.model",
+        model="k.model",
         where="r.ts >= k.minute AND r.ts < k.minute + interval '1 minute'",
     ),
     any_ruling=_VERDICT_SQL.format(
-        table=Record._meta.db_table, model="k.model",
+        model="k.model",
         where=f"{_RULING} AND r.ts >= k.minute AND r.ts < k.minute + interval '1 minute'",
     ),
 )  # fmt: skip
@@ -1481,17 +1484,16 @@ def on_one_core(cursor) -> None:
     cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
 
 
-def _dirty_segments_in_sql(keys: list[tuple], last_id: int) -> dict[tuple, streaks.Segment]:
+def _dirty_segments_in_sql(ends: dict[tuple, tuple], last_id: int) -> dict[tuple, streaks.Segment]:
     """_dirty_segments on PostgreSQL: each minute's segment computed by the server from its
     parse errors and the stored end (_SEGMENTS_SQL), one query per project. Before, the server
     computed it over every verdict of the minute, and a recompute under half an hour of late
     verdicts read millions of them (docs/benchmarks.md, Streak recompute)."""
-    ends = {key: segment.end for key, (segment, _) in _load_segments(Grain.MINUTE, keys).items()}
-    out = {key: streaks.EMPTY for key in keys}
+    out = {key: streaks.EMPTY for key in ends}
     with connection.cursor() as cursor:
         on_one_core(cursor)
         fast_timestamps(cursor)
-        for project, mine in _keys_by_project(keys).items():
+        for project, mine in _keys_by_project(ends).items():
             cursor.execute(
                 _SEGMENTS_SQL,
                 {"project": project, "last_id": last_id,
@@ -1499,7 +1501,7 @@ def _dirty_segments_in_sql(keys: list[tuple], last_id: int) -> dict[tuple, strea
             )  # fmt: skip
             for model, minute, has_verdict, *fields in cursor.fetchall():
                 key = (project, model, minute)
-                if has_verdict and key in ends and ends[key][0] is not None:
+                if has_verdict and ends[key][0] is not None:
                     out[key] = streaks.Segment(*fields, *ends[key])
     return out
 
