@@ -1363,9 +1363,9 @@ def _dirty_segments(ends: dict[tuple, tuple], last_id: int) -> dict[tuple, strea
             out[key] = streaks.of_verdicts(verdicts)
         pending.clear()
 
-    for project, models in _models_by_project(keys).items():
-        spans = _spans(sorted({k[2] for k in keys if k[0] == project}))
-        sql, params = _verdicts_query(project, models, spans, last_id)
+    for project, mine in _keys_by_project(keys).items():
+        spans = _spans(sorted({b for _, b in mine}))
+        sql, params = _verdicts_query(project, {m for m, _ in mine}, spans, last_id)
         current = None
         with connection.chunked_cursor() as cursor:
             fast_timestamps(cursor)
@@ -1507,7 +1507,8 @@ def _dirty_segments_in_sql(ends: dict[tuple, tuple], last_id: int) -> dict[tuple
 
 
 def _keys_by_project(keys) -> dict[int, list[tuple[str, datetime]]]:
-    """{project: its (model, bucket) pairs} of (project, model, bucket) keys."""
+    """{project: its (model, bucket) pairs} of (project, model, bucket) keys: the reads of
+    segments and verdicts take one query per project."""
     out: dict[int, list[tuple[str, datetime]]] = defaultdict(list)
     for project, model, bucket in keys:
         out[project].append((model, bucket))
@@ -1567,14 +1568,6 @@ def _spans(minutes: list[datetime], most: int = 50) -> list[tuple[datetime, date
     return [(start, end) for start, end in spans]
 
 
-def _models_by_project(keys) -> dict[int, set[str]]:
-    """{project: its models} of (project, model, bucket) keys: one query per project."""
-    out: dict[int, set[str]] = defaultdict(set)
-    for project, model, _ in keys:
-        out[project].add(model)
-    return out
-
-
 _SEGMENT_FIELDS = ("model", "bucket", *streaks.FIELDS)
 
 
@@ -1582,9 +1575,9 @@ def _fold_children(child: str, parent: str, keys: set[tuple]) -> dict[tuple, str
     """Each parent bucket's segment: the fold of its children, read in one query per project."""
     children: dict[tuple, list[streaks.Segment]] = defaultdict(list)
     span = timedelta(hours=1) if parent == Grain.HOUR else timedelta(days=1)
-    by_project = _models_by_project(keys)
-    for project, models in by_project.items():
-        buckets = [b for p, _, b in keys if p == project]
+    for project, mine in _keys_by_project(keys).items():
+        models = {m for m, _ in mine}
+        buckets = [b for _, b in mine]
         rows = (
             StreakSegment.objects.filter(project_id=project, grain=child, model__in=models,
                                          bucket__gte=min(buckets), bucket__lt=max(buckets) + span)
@@ -1602,9 +1595,8 @@ def _load_segments(grain: str, keys: list[tuple]) -> dict[tuple, tuple[streaks.S
     """The stored segments of these keys, each with its dirty flag."""
     out = {}
     wanted = set(keys)
-    by_project = _models_by_project(keys)
-    for project, models in by_project.items():
-        buckets = {k[2] for k in keys if k[0] == project}
+    for project, mine in _keys_by_project(keys).items():
+        models, buckets = {m for m, _ in mine}, {b for _, b in mine}
         for s in StreakSegment.objects.filter(project_id=project, grain=grain, model__in=models,
                                               bucket__in=buckets):  # fmt: skip
             if (project, s.model, s.bucket) in wanted:
