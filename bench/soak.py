@@ -26,11 +26,13 @@ gunicorn.conf.py and the Celery workers with beat (workers.processes.worker_comm
    poller reads the records total from the metrics API every 250 ms to time each batch's lag
    (from its 200 to the first poll that counts it).
 2. Drain: the time from the last batch to the rollups counting every record.
-3. Ceiling: the workers stopped, the same clients post the same kind of batches as fast as they
-   can for 20 s (what bench/ingest.py measures), in the same run: once before the load (before
-   the workers start; they fold those records before the clock) and once after it. The ratio
-   is against the mean of the two: this VM's speed moves by a third from minute to minute, and
-   one 20-s measure after the load set the ratio alone.
+3. Ceiling: with no worker running, the same clients post the same kind of batches as fast as
+   they can for 20 s (what bench/ingest.py measures), in the same run, on records of their own.
+   It is measured twice: before the load, after 5 s of the same posting uncounted to warm the
+   server up (the workers start after it and fold its records before the clock), and after
+   the load. This VM's speed moves by a third from minute to minute. The ratio printed is
+   against the higher of the two ceilings, so it is the lower of the two ratios; the ceiling
+   before the load, even warmed up, read ~14 % under the one after.
 4. Backlog (`--backlog`, 0 skips it): that many records of the last 30 minutes stored shuffled,
    with no worker running, then one catch-up to the end, against the COPY ceiling of the same
    rows (bench.common.copy_ceiling).
@@ -401,7 +403,7 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
         "rss_series": rss_series, "replaced": replaced, "churn": churn,
         "ceilings": (ceiling_before, ceiling_after),
         "duplicates": (sum(d for _, _, d in acks), duplicates_before, duplicates_after),
-        "ceiling": (ceiling_before + ceiling_after) / 2,
+        "ceiling": max(ceiling_before, ceiling_after),
         "wal": wal,
     }  # fmt: skip
 
@@ -537,7 +539,7 @@ def main() -> None:
     before, after = result["ceilings"]
     print(f"\nposted {result['posted']:,} records in {args.minutes:g} min at "
           f"{result['rate']:,.0f} rec/s ({args.clients} clients); ingest ceiling "
-          f"{result['ceiling']:,.0f} rec/s (the mean of {before:,.0f} before the load and "
+          f"{result['ceiling']:,.0f} rec/s (the higher of {before:,.0f} before the load and "
           f"{after:,.0f} after it); ratio {ratio:.2f} (against each: "
           f"{result['rate'] / before:.2f}, {result['rate'] / after:.2f})")  # fmt: skip
     print(
