@@ -31,8 +31,9 @@ gunicorn.conf.py and the Celery workers with beat (workers.processes.worker_comm
    It is measured twice: before the load, after 5 s of the same posting uncounted to warm the
    server up (the workers start after it and fold its records before the clock), and after
    the load. This VM's speed moves by a third from minute to minute. The ratio printed is
-   against the higher of the two ceilings, so it is the lower of the two ratios; the ceiling
-   before the load, even warmed up, read ~14 % under the one after.
+   against the higher of the two ceilings, so it is the lower of the two ratios (warmed up,
+   the ceiling before a ten-minute load still read 14 % under the one after it: Soak in
+   docs/benchmarks.md, run D).
 4. Backlog (`--backlog`, 0 skips it): that many records of the last 30 minutes stored shuffled,
    with no worker running, then one catch-up to the end, against the COPY ceiling of the same
    rows (bench.common.copy_ceiling).
@@ -319,10 +320,9 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
     seconds = args.minutes * 60
     with gunicorn(2, var / "web.log") as (port, web):
         # The ceiling before the load, no worker running yet (its records are folded below,
-        # before the clock starts), after a few seconds of the same posting uncounted: a web
-        # worker's first batches (its lazy imports, its database connection, the first day's
-        # partition) held it ~25 % under the one after the load. The one after the load is
-        # measured the same way, on a server warm from the load.
+        # before the clock starts), after a few seconds of the same posting uncounted: cold,
+        # the server's first batches held it ~20-25 % under the one after the load. The one
+        # after the load is measured the same way, on a server warm from the load.
         ceiling_rate(args, port, ingest_key, WARM_UP_SEEDS, seconds=WARM_UP_SECONDS)
         ceiling_before, duplicates_before = ceiling_rate(args, port, ingest_key, CEILING_SEEDS[0])
         with (
