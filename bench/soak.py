@@ -552,7 +552,8 @@ def main() -> None:
     kept = p95_lag < 5 and drain is not None and drain < 30
     print(
         f"  at this rate the rollups {'keep up' if kept else 'do NOT keep up'}; "
-        f"sustained ratio {ratio:.2f} (goal >= 0.5 at the highest rate that keeps up)"
+        f"sustained ratio {ratio:.3f} ({'met' if ratio >= 0.5 else 'NOT met'}; goal >= 0.5 at the "
+        "highest rate that keeps up)"
     )
     reconnects = result["reads"].pop("(reconnects)", [0])[0]
     print(f"the reader's connection was closed by the server {reconnects} time(s) (sent again); "
@@ -577,7 +578,8 @@ def main() -> None:
         rate, copy, seconds, streaks = shuffled_backlog(args, project)
         print(f"shuffled backlog of {args.backlog:,}: catch-up {rate:,.0f} rec/s ({seconds:.1f} s, "
               f"of which {streaks:.1f} s the streak recompute of the late minutes), copy "
-              f"{copy:,.0f} rows/s, ratio {rate / copy:.2f} (goal >= 0.5)")  # fmt: skip
+              f"{copy:,.0f} rows/s, ratio {rate / copy:.3f} "
+              f"({'met' if rate / copy >= 0.5 else 'NOT met'}; goal >= 0.5)")  # fmt: skip
     from django.db import connections
 
     connections.close_all()
