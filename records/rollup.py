@@ -1353,9 +1353,7 @@ def _dirty_segments(ends: dict[tuple, tuple], last_id: int) -> dict[tuple, strea
     """
     if connection.vendor == "postgresql":
         return _dirty_segments_in_sql(ends, last_id)
-    keys = list(ends)
-    wanted = set(keys)
-    out = {key: streaks.of_verdicts(()) for key in keys}
+    out = {key: streaks.of_verdicts(()) for key in ends}
     pending: dict[tuple, list] = defaultdict(list)
 
     def fold_pending() -> None:
@@ -1363,7 +1361,7 @@ def _dirty_segments(ends: dict[tuple, tuple], last_id: int) -> dict[tuple, strea
             out[key] = streaks.of_verdicts(verdicts)
         pending.clear()
 
-    for project, mine in _keys_by_project(keys).items():
+    for project, mine in _keys_by_project(ends).items():
         spans = _spans(sorted({b for _, b in mine}))
         sql, params = _verdicts_query(project, {m for m, _ in mine}, spans, last_id)
         current = None
@@ -1371,15 +1369,14 @@ def _dirty_segments(ends: dict[tuple, tuple], last_id: int) -> dict[tuple, strea
             fast_timestamps(cursor)
             cursor.execute(sql, params)
             while rows := cursor.fetchmany(_CHUNK):
-                if connection.vendor != "postgresql":
-                    rows = [(m, _parse_time(ts), k, o) for m, ts, k, o in rows]
                 for model, ts, record_key, outcome in rows:
+                    ts = _parse_time(ts)  # SQLite hands timestamps over as text
                     minute = minute_of(ts)
                     if minute != current:  # every verdict of the minutes before is in
                         fold_pending()
                         current = minute
                     key = (project, model, minute)
-                    if key in wanted:
+                    if key in ends:
                         pending[key].append((outcome, ts, record_key))
         fold_pending()
     return out
@@ -1412,7 +1409,7 @@ WITH keys AS MATERIALIZED (
 ), broken AS MATERIALIZED (
     SELECT k.model, k.minute, b.ts, b.record_key
     FROM keys k CROSS JOIN LATERAL (
-        SELECT ts, record_key COLLATE "C" AS record_key FROM {{table}} r
+        SELECT ts, record_key COLLATE "C" AS record_key FROM {Record._meta.db_table} r
         WHERE r.project_id = %(project)s AND r.kind = '{VERDICT}'
           AND r.outcome = '{streaks.BROKEN}' AND r.model = k.model
           AND r.ts >= k.minute AND r.ts < k.minute + interval '1 minute' AND r.id <= %(last_id)s
@@ -1451,7 +1448,6 @@ SELECT k.model, k.minute, k.has_verdict, k.has_ruling,
 FROM minutes k LEFT JOIN runs r ON r.model = k.model AND r.minute = k.minute
 GROUP BY k.model, k.minute, k.has_verdict, k.has_ruling
 """.format(
-    table=Record._meta.db_table,
     ruled_before=_VERDICT_SQL.format(
         model="o.model",
         where=f"""{_RULING}
