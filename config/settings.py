@@ -110,6 +110,15 @@ SQLITE_OPTIONS = {
 # PostgreSQL: give up on a connection attempt after this, so that an unreachable server answers
 # 503 (config.outage) instead of holding a web worker for the kernel's TCP timeout.
 POSTGRES_CONNECT_TIMEOUT = 5
+# And no JIT compilation. PostgreSQL compiles a query whose estimated cost passes
+# jit_above_cost (100,000), and on tables that were never analysed every estimate is a guess:
+# the streak recompute (records.rollup._SEGMENTS_SQL, its probes an Append over every day
+# partition) spent 0.69 s of its 1.46 s compiling 661 functions, and a shuffled backlog of
+# 200,000 records on 6 million caught up in 6.3 s without JIT against 7.4-7.7 s with it
+# (docs/benchmarks.md, Soak). No query of the product runs long enough to win it back. Set
+# through the connection's startup options, so that it holds for every connection, the tests'
+# included; a `jit` the URL's own `options` names wins.
+POSTGRES_STARTUP_OPTIONS = "-c jit=off"
 
 
 def _sqlite_test_name(name: Path) -> str:
@@ -145,7 +154,10 @@ def _databases() -> dict:
         raise ImproperlyConfigured(
             f"DATABASE_URL names {config['ENGINE']}; Decisionboard runs on PostgreSQL or SQLite"
         )
-    config.setdefault("OPTIONS", {}).setdefault("connect_timeout", POSTGRES_CONNECT_TIMEOUT)
+    options = config.setdefault("OPTIONS", {})
+    options.setdefault("connect_timeout", POSTGRES_CONNECT_TIMEOUT)
+    if "jit" not in options.get("options", ""):
+        options["options"] = f"{options.get('options', '')} {POSTGRES_STARTUP_OPTIONS}".strip()
     # One test database per test process, so that concurrent runs on one server don't collide.
     config["TEST"] = {"NAME": f"test_{config['NAME']}_{os.getpid()}"}
     return {"default": config}
