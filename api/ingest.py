@@ -8,11 +8,19 @@ before the 2xx.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from gunicorn.http.errors import (
+    ChunkMissingTerminator,
+    InvalidChunkSize,
+    NoMoreData,
+    ParseException,
+)
 from rest_framework import status
 from rest_framework.exceptions import ParseError, UnsupportedMediaType
 from rest_framework.response import Response
@@ -108,10 +116,11 @@ def _read_raw(request) -> bytes:
         if not meta.get("wsgi.input_terminated"):
             raise LengthRequired()
         stream = meta["wsgi.input"]
-        body = _read_up_to(stream, limit + 1)
-        if len(body) > limit:
-            _discard(stream, limit)
-            raise PayloadTooLarge(too_large)
+        with _chunk_framing():
+            body = _read_up_to(stream, limit + 1)
+            if len(body) > limit:
+                _discard(stream, limit)
+                raise PayloadTooLarge(too_large)
         return body
     try:
         declared = int(meta.get("CONTENT_LENGTH") or 0)
@@ -125,6 +134,32 @@ def _read_raw(request) -> bytes:
 
 
 _CHUNK = 64 * 1024
+
+
+@contextmanager
+def _chunk_framing() -> Iterator[None]:
+    """Broken chunked framing as a 400 naming what is wrong, not a 500.
+
+    gunicorn decodes the chunks as the body is read, so its framing errors surface here, raised
+    by the input stream (the OTLP endpoint reads its body here too).
+    """
+    try:
+        yield
+    except InvalidChunkSize as exc:
+        raise ParseError(
+            f"The chunked body has a chunk size line that is not hexadecimal ({exc.data!r})."
+        ) from None
+    except ChunkMissingTerminator:
+        raise ParseError(
+            "The chunked body has a chunk longer than its size line says (no CRLF where it "
+            "should end)."
+        ) from None
+    except NoMoreData:
+        raise ParseError(
+            "The chunked body ended before its last chunk (a chunk of size 0)."
+        ) from None
+    except ParseException as exc:  # the trailer's fields, parsed as headers
+        raise ParseError(f"The chunked body's trailer is malformed: {exc}.") from None
 
 
 def _read_up_to(stream, size: int) -> bytes:

@@ -115,6 +115,76 @@ def test_it_answers_413_to_a_chunked_body_over_the_limit(live):
     assert "limit" in response.json()["detail"]
 
 
+def _send_chunked(
+    base: str, headers: dict[str, str], framed: bytes, *, hang_up: bool = False
+) -> tuple[int, bytes]:
+    """Status and body of the answer to a POST whose chunked framing is written by hand
+    (`framed`: chunk-size lines, data, the last chunk, trailers, as they go on the wire).
+
+    With `hang_up`, the client closes its sending side after `framed`, as a client that dies
+    mid-upload does; it can still read the answer."""
+    host, port = base.removeprefix("http://").split(":")
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    request = (
+        f"POST /api/v1/records HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n"
+        f"Content-Type: application/json\r\nConnection: close\r\n{head}\r\n"
+    ).encode()
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(request + framed)
+        if hang_up:
+            sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head_bytes, _, body = answer.partition(b"\r\n\r\n")
+    status = int(head_bytes.split(b" ", 2)[1])
+    return status, body
+
+
+def _batch(run_id: str) -> bytes:
+    return json.dumps({"records": [record(run_id=run_id)]}).encode()
+
+
+def _chunk(data: bytes, announced: int | None = None, extension: str = "") -> bytes:
+    size = len(data) if announced is None else announced
+    return f"{size:x}{extension}\r\n".encode() + data + b"\r\n"
+
+
+LAST_CHUNK = b"0\r\n\r\n"
+BATCH = _batch("bad-framing")  # valid by itself: only its framing is wrong
+
+
+@pytest.mark.parametrize(
+    ("framed", "hang_up", "named"),
+    [
+        # A whole batch in a first chunk, then a size line that is not hexadecimal.
+        (_chunk(BATCH) + b"zz\r\nxx\r\n" + LAST_CHUNK, False, "chunk size line"),
+        # A chunk longer than its size line says: no CRLF where the chunk should end.
+        (_chunk(BATCH, announced=len(BATCH) - 3) + LAST_CHUNK, False, "longer than"),
+        # No last chunk: the client hangs up mid-body.
+        (_chunk(BATCH), True, "before its last chunk"),
+        # A trailer line that is not a header field.
+        (_chunk(BATCH) + b"0\r\nnot a header\r\n\r\n", False, "trailer"),
+    ],
+    ids=["size-not-hex", "chunk-longer-than-announced", "no-last-chunk", "bad-trailer"],
+)  # fmt: skip
+def test_it_answers_400_to_a_chunked_body_it_cannot_frame(live, framed, hang_up, named):
+    status, body = _send_chunked(live.base, live.auth, framed, hang_up=hang_up)
+    assert status == 400, body
+    assert named in json.loads(body)["detail"]
+    assert Record.objects.filter(project=live.project).count() == 0
+
+
+def test_it_accepts_chunk_extensions_and_trailers(live):
+    # Both are valid HTTP/1.1 (RFC 9112 7.1.1 and 7.1.2): a server ignores what it does not use.
+    framed = _chunk(_batch("extension"), extension=";name=val") + LAST_CHUNK
+    assert _send_chunked(live.base, live.auth, framed)[0] == 200
+    framed = _chunk(_batch("trailer")) + b"0\r\nX-Checksum: abc\r\n\r\n"
+    assert _send_chunked(live.base, live.auth, framed)[0] == 200
+    stored = Record.objects.filter(project=live.project).values_list("run_id", flat=True)
+    assert sorted(stored) == ["extension", "trailer"]
+
+
 # --- 8. an over-limit body gets a 413 the client reads -----------------------------------------
 def _upload(base: str, headers: dict[str, str], body: bytes) -> bytes:
     """What a plain HTTP/1.1 client reads back after sending all of `body`: it writes the whole
