@@ -1,12 +1,17 @@
-"""`manage.py doctor`: is this installation set up to run in production, and what to fix.
+"""`manage.py doctor`: is this installation working, is it ready to go live, and what to fix.
+
+A finding is broken (the database, the broker, migrations, a queue unserved, partitions
+missing: the command exits 1), a production-readiness item (the embedded defaults that
+`bin/start` runs on by design — SQLite, the generated SECRET_KEY, local ALLOWED_HOSTS, no HTTPS
+— printed as advice, and failed only by `doctor --deploy`, the checklist before going live, as
+Django's `check --deploy` does), or a note: a choice an operator may make on purpose, printed
+but never failed.
 
 Configuration is judged by a pure function over the settings' values; services, migrations
 and queues by the same probes as /readyz (ops.probes) and the heartbeats of workers.heartbeat;
 security by Django's own deployment checks (`manage.py check --deploy`); whether the catch-up
 lanes can run at once by asking the workers themselves (Celery's remote control: which consume
-the `default` queue, with how many process slots). A finding is a
-problem (the command exits 1) or a note: a choice an operator may make on purpose, printed
-but not failed.
+the `default` queue, with how many process slots).
 """
 
 from __future__ import annotations
@@ -55,10 +60,21 @@ class Finding:
     message: str
     fix: str = ""
     note: bool = False
+    # Production readiness: advice on a local install, a problem before going live (--deploy).
+    readiness: bool = False
 
     @property
     def problem(self) -> bool:
-        return not self.ok and not self.note
+        """Broken, whatever the installation is for."""
+        return not self.ok and not self.note and not self.readiness
+
+    @property
+    def advice(self) -> bool:
+        """To do before going live."""
+        return not self.ok and not self.note and self.readiness
+
+    def fails(self, deploy: bool) -> bool:
+        return self.problem or (deploy and self.advice)
 
 
 def _worker_command(queue: str) -> str:
@@ -80,15 +96,18 @@ def configuration(
     site_url: str,
     metrics_token: str,
 ) -> list[Finding]:
-    """Judge the settings' values (plain data: a test passes any it likes)."""
+    """Judge the settings' values (plain data: a test passes any it likes). What is wrong only
+    for a production installation is a readiness item."""
     section = "configuration"
     found: list[Finding] = []
+
+    def advice(message: str, fix: str) -> Finding:
+        return Finding(section, False, message, fix, readiness=True)
+
     new_key = "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
     if generated_secret_key is not None and secret_key == generated_secret_key:
         found.append(
-            Finding(
-                section,
-                False,
+            advice(
                 "SECRET_KEY is not set: sessions are signed with the key generated into "
                 "var/secret_key on this machine",
                 f"set SECRET_KEY in the environment, the same on every web machine ({new_key})",
@@ -96,9 +115,7 @@ def configuration(
         )
     elif len(secret_key) < MIN_SECRET_LENGTH or len(set(secret_key)) < 5:
         found.append(
-            Finding(
-                section,
-                False,
+            advice(
                 "SECRET_KEY is short or repetitive",
                 f"set SECRET_KEY to a long random value ({new_key})",
             )
@@ -107,9 +124,7 @@ def configuration(
         found.append(Finding(section, True, "SECRET_KEY is set"))
     if debug:
         found.append(
-            Finding(
-                section,
-                False,
+            advice(
                 "DEBUG is on: error pages show settings and source code to anyone",
                 "set DEBUG=0",
             )
@@ -119,9 +134,7 @@ def configuration(
     hosts = [h for h in allowed_hosts if h]
     if "*" in hosts:
         found.append(
-            Finding(
-                section,
-                False,
+            advice(
                 "ALLOWED_HOSTS accepts any Host header",
                 "set ALLOWED_HOSTS to the names the site is served as, e.g. "
                 "ALLOWED_HOSTS=decisions.example.com",
@@ -129,9 +142,7 @@ def configuration(
         )
     elif not set(hosts) - LOCAL_HOSTS:
         found.append(
-            Finding(
-                section,
-                False,
+            advice(
                 "ALLOWED_HOSTS names only this machine: requests for the public name get 400",
                 "set ALLOWED_HOSTS to the names the site is served as, e.g. "
                 "ALLOWED_HOSTS=decisions.example.com",
@@ -141,9 +152,7 @@ def configuration(
         found.append(Finding(section, True, f"ALLOWED_HOSTS: {', '.join(hosts)}"))
     if database_engine.endswith("sqlite3"):
         found.append(
-            Finding(
-                section,
-                False,
+            advice(
                 "the database is SQLite (the embedded default): one machine, one writer at a time",
                 "set DATABASE_URL=postgres://USER@HOST:5432/decisionboard and run "
                 "manage.py migrate",
@@ -196,9 +205,7 @@ def configuration(
         )
     elif len(metrics_token) < MIN_TOKEN_LENGTH:
         found.append(
-            Finding(
-                section,
-                False,
+            advice(
                 f"DECISIONBOARD_METRICS_TOKEN is shorter than {MIN_TOKEN_LENGTH} characters",
                 f"set a longer one ({new_key})",
             )
@@ -209,7 +216,8 @@ def configuration(
 
 
 def security() -> list[Finding]:
-    """Django's deployment checks (what `manage.py check --deploy` reports), not silenced."""
+    """Django's deployment checks (what `manage.py check --deploy` reports), not silenced:
+    readiness items, every one."""
     messages = checks.run_checks(include_deployment_checks=True, tags=[checks.Tags.security])
     found = []
     https = []
@@ -220,7 +228,13 @@ def security() -> list[Finding]:
             https.append(message.id)
         else:
             found.append(
-                Finding("security", False, f"{message.id}: {message.msg}", message.hint or "")
+                Finding(
+                    "security",
+                    False,
+                    f"{message.id}: {message.msg}",
+                    message.hint or "",
+                    readiness=True,
+                )
             )
     if https:
         found.insert(
@@ -231,6 +245,7 @@ def security() -> list[Finding]:
                 f"not set up for HTTPS ({', '.join(sorted(https))}): session and CSRF cookies may "
                 "travel over plain HTTP, and browsers are not told to insist on HTTPS",
                 HTTPS_FIX,
+                readiness=True,
             ),
         )
     if not found:
@@ -239,11 +254,45 @@ def security() -> list[Finding]:
 
 
 def queues(statuses: Iterable[QueueStatus], now: datetime) -> list[Finding]:
-    """Each queue served lately (a worker ran beat's heartbeat on it within STALE_AFTER)?"""
+    """Each queue served lately (a worker ran beat's heartbeat on it within STALE_AFTER)? A
+    queue whose workers started less than STALE_AFTER ago, with no heartbeat since, is not
+    judged yet."""
     statuses = list(statuses)
+    period = int(STALE_AFTER.total_seconds())
     found = []
     for status in statuses:
-        if status.last_seen is None:
+        since_start = (
+            int((now - status.worker_started).total_seconds()) if status.worker_started else None
+        )
+        if status.starting:
+            previous = (
+                f"; the previous one {int((now - status.last_seen).total_seconds())} s ago"
+                if status.last_seen
+                else ""
+            )
+            found.append(
+                Finding(
+                    "queues",
+                    False,
+                    f"queue {status.queue}: no heartbeat yet; workers started {since_start} s "
+                    f"ago{previous} (unserved if none comes within {period} s of the start)",
+                    note=True,
+                )
+            )
+        elif status.stale and status.worker_started and not (
+            status.last_seen and status.last_seen > status.worker_started
+        ):
+            found.append(
+                Finding(
+                    "queues",
+                    False,
+                    f"queue {status.queue}: no heartbeat since workers started {since_start} s "
+                    f"ago (more than {period} s)",
+                    "start beat if it is down (celery -A config beat), or a worker on the "
+                    f"queue: {_worker_command(status.queue)}",
+                )
+            )
+        elif status.last_seen is None:
             found.append(
                 Finding(
                     "queues",
@@ -258,8 +307,7 @@ def queues(statuses: Iterable[QueueStatus], now: datetime) -> list[Finding]:
                 Finding(
                     "queues",
                     False,
-                    f"queue {status.queue}: last served {ago} s ago (more than "
-                    f"{int(STALE_AFTER.total_seconds())} s)",
+                    f"queue {status.queue}: last served {ago} s ago (more than {period} s)",
                     f"start a worker on it: {_worker_command(status.queue)}; or, if every worker "
                     "is busy with long tasks, another one",
                 )
@@ -267,7 +315,7 @@ def queues(statuses: Iterable[QueueStatus], now: datetime) -> list[Finding]:
         else:
             ago = int((now - status.last_seen).total_seconds())
             found.append(Finding("queues", True, f"queue {status.queue}: served {ago} s ago"))
-    if statuses and all(s.stale for s in statuses):
+    if statuses and all(s.stale and not s.starting for s in statuses):
         found.append(
             Finding(
                 "queues",

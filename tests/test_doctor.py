@@ -1,5 +1,6 @@
-"""`manage.py doctor`: silent success on a production set-up; each thing wrong named, with the
-fix, and exit 1."""
+"""`manage.py doctor`: success on a production set-up and on the local install `bin/start`
+makes; each thing broken named, with the fix, and exit 1. `doctor --deploy` also fails on what a
+production installation needs and a local one does without."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from ops.doctor import configuration, default_queue_slots, lanes
+from ops.doctor import configuration, default_queue_slots, examine, lanes, queues
 from tests.conftest import database_url, need_service
 from tests.live import wait_until
 from tests.test_probes import forget_migration, latest_migration
 from workers import heartbeat, processes
+from workers.heartbeat import STALE_AFTER, status_of
+from workers.models import Heartbeat
 from workers.queues import Queue
 
 SECRET = "k3y-" + "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ" * 2
@@ -44,10 +47,10 @@ def production(postgres, settings, tmp_path):
     return settings
 
 
-def doctor() -> tuple[str, CommandError | None]:
+def doctor(*args: str) -> tuple[str, CommandError | None]:
     out = StringIO()
     try:
-        call_command("doctor", stdout=out)
+        call_command("doctor", *args, stdout=out)
     except CommandError as exc:
         return out.getvalue(), exc
     return out.getvalue(), None
@@ -62,20 +65,45 @@ def test_it_finds_nothing_to_fix_in_a_production_set_up(production):
         assert line in output
 
 
-def test_it_asks_for_https_until_it_is_set_up(production):
+def test_it_asks_for_https_before_going_live(production):
     production.SESSION_COOKIE_SECURE = production.CSRF_COOKIE_SECURE = False
     production.SECURE_HSTS_SECONDS = 0
-    output, error = doctor()
+    output, error = doctor("--deploy")
     assert str(error) == "1 thing to fix (see FIX)"
-    assert "not set up for HTTPS (security.W004, security.W012, security.W016)" in output
+    assert "FIX   not set up for HTTPS (security.W004, security.W012, security.W016)" in output
     assert "set DECISIONBOARD_HTTPS=1" in output
+    # Without --deploy, advice: nothing is broken.
+    output, error = doctor()
+    assert error is None, output
+    assert "prod  not set up for HTTPS" in output and "set DECISIONBOARD_HTTPS=1" in output
+    assert "1 thing to do before going live" in output
 
 
 def test_it_rejects_the_secret_key_generated_for_the_embedded_default(production, tmp_path):
     (tmp_path / "secret_key").write_text(SECRET)
-    output, error = doctor()
-    assert error is not None
+    output, error = doctor("--deploy")
+    assert str(error) == "1 thing to fix (see FIX)"
     assert "SECRET_KEY is not set" in output and "set SECRET_KEY in the environment" in output
+
+
+def test_it_passes_a_local_install_and_fails_it_only_before_going_live(production, tmp_path):
+    # bin/start's embedded defaults: the generated key, this machine only, plain HTTP.
+    (tmp_path / "secret_key").write_text(SECRET)
+    production.ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
+    production.SESSION_COOKIE_SECURE = production.CSRF_COOKIE_SECURE = False
+    production.SECURE_SSL_REDIRECT = False
+    production.SECURE_HSTS_SECONDS = 0
+    output, error = doctor()
+    assert error is None, output
+    assert "FIX" not in output
+    for line in ("prod  SECRET_KEY is not set", "prod  ALLOWED_HOSTS names only this machine",
+                 "prod  not set up for HTTPS", "3 things to do before going live",
+                 "database: postgresql reachable", "queue default: served"):  # fmt: skip
+        assert line in output
+    assert output.rstrip().endswith("Nothing to fix.")
+    output, error = doctor("--deploy")
+    assert str(error) == "3 things to fix (see FIX)"
+    assert "FIX   SECRET_KEY is not set" in output and "prod  " not in output
 
 
 def test_it_names_a_queue_no_worker_serves_and_the_command_to_serve_it(production):
@@ -94,6 +122,58 @@ def test_it_suspects_beat_when_no_queue_is_served(production):
     assert str(error) == "4 things to fix (see FIX)"
     assert "beat, which sends the heartbeats, may be down" in output
     assert "celery -A config beat" in output
+
+
+def test_it_gives_a_queue_whose_workers_just_started_a_period_to_get_its_first_heartbeat():
+    now = timezone.now()
+    started = now - timedelta(seconds=5)
+    found = queues([status_of("default", None, started, now)], now)
+    assert [(f.ok, f.problem) for f in found] == [(False, False)]
+    assert found[0].message == (
+        "queue default: no heartbeat yet; workers started 5 s ago (unserved if none comes "
+        "within 60 s of the start)"
+    )
+    # A restart: the last heartbeat is from before it, so it says nothing of these workers yet.
+    found = queues([status_of("default", now - timedelta(hours=1), started, now)], now)
+    assert [(f.ok, f.problem) for f in found] == [(False, False)]
+    assert "no heartbeat yet; workers started 5 s ago; the previous one 3600 s ago" in (
+        found[0].message
+    )
+    # Past the period with still none: unserved.
+    later = started + STALE_AFTER + timedelta(seconds=1)
+    found = queues([status_of("default", None, started, later)], later)
+    assert [f.problem for f in found] == [True, True]
+    assert found[0].message == (
+        "queue default: no heartbeat since workers started 61 s ago (more than 60 s)"
+    )
+    assert "celery -A config beat" in found[0].fix
+    # Served since the start: the start no longer matters.
+    found = queues([status_of("default", now - timedelta(seconds=1), started, now)], now)
+    assert [(f.ok, f.message) for f in found] == [(True, "queue default: served 1 s ago")]
+
+
+@pytest.mark.django_db(transaction=True)  # the worker's rows are committed by another process
+def test_it_waits_for_the_first_heartbeat_of_a_worker_that_just_started(postgres, tmp_path):
+    # A real worker on every queue and no beat: it records its start, and no heartbeat comes.
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env.update(DATABASE_URL=database_url(), DECISIONBOARD_VAR_DIR=str(tmp_path))
+    worker = processes.worker_command(list(Queue), 1, name="doctor-test")
+    with processes.running(worker, env=env, log=tmp_path / "worker.log"):
+        wait_until(
+            lambda: Heartbeat.objects.filter(worker_started__isnull=False).count() == len(Queue),
+            60,
+            "the worker's start on every queue",
+        )
+        findings = [f for f in examine() if f.section == "queues"]
+    assert not any(f.problem for f in findings), findings
+    assert [f.message.split(";")[0] for f in findings] == [
+        f"queue {q}: no heartbeat yet" for q in Queue
+    ]
+    started = Heartbeat.objects.get(name="default").worker_started
+    late = [f for f in examine(started + STALE_AFTER + timedelta(seconds=1)) if f.problem]
+    assert [f.message for f in late][:3] == [
+        f"queue {q}: no heartbeat since workers started 61 s ago (more than 60 s)" for q in Queue
+    ]
 
 
 def test_it_names_migrations_not_applied(production):
@@ -156,11 +236,18 @@ GOOD = dict(
         ({"metrics_token": "abc"}, "DECISIONBOARD_METRICS_TOKEN is shorter", "longer"),
     ],
 )  # fmt: skip
-def test_each_configuration_mistake_is_a_problem_with_its_fix(change, message, fix):
-    assert not any(f.problem for f in configuration(**GOOD))
-    problems = [f for f in configuration(**{**GOOD, **change}) if f.problem]
-    assert len(problems) == 1
-    assert message in problems[0].message and fix in problems[0].fix
+def test_each_configuration_mistake_is_advice_before_going_live_with_its_fix(
+    change, message, fix
+):
+    assert not any(f.advice or f.problem for f in configuration(**GOOD))
+    found = [f for f in configuration(**{**GOOD, **change}) if not f.ok and not f.note]
+    assert [(f.advice, f.problem) for f in found] == [(True, False)]
+    assert message in found[0].message and fix in found[0].fix
+
+
+def test_an_unsupported_database_engine_is_broken():
+    (found,) = [f for f in configuration(**{**GOOD, "database_engine": "x.mysql"}) if not f.ok]
+    assert found.problem and "is not supported" in found.message
 
 
 @pytest.mark.parametrize(

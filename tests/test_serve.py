@@ -57,6 +57,22 @@ def test_it_starts_the_product_on_embedded_defaults(tmp_path):
                 return False
 
         wait_until(up, 30, "the web server")
+
+        def doctor() -> str:
+            done = subprocess.run(
+                [sys.executable, "manage.py", "doctor", "--no-color"], cwd=processes.BASE_DIR,
+                env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "FIX" not in done.stdout
+            return done.stdout
+
+        # Right after the start, before beat's first heartbeat has come round (or just after):
+        # nothing is broken, and the embedded defaults are advice for going live.
+        output = doctor()
+        assert "database: sqlite reachable" in output and "all applied" in output
+        assert "prod  the database is SQLite" in output
+        assert re.search(r"queue default: (no heartbeat yet; workers started|served)", output)
         session = requests.Session()
         session.get(f"{base}/accounts/login/")
         login = session.post(
@@ -101,6 +117,7 @@ def test_it_starts_the_product_on_embedded_defaults(tmp_path):
             return "Workers, last heartbeat" in page and "No worker has served" not in page
 
         wait_until(served, 60, "a heartbeat on every queue")
+        assert "queue exports: served" in doctor()
 
         # The second worker (notifications and exports) runs an export job on the same broker.
         auth = {"Authorization": f"Bearer {api_key}"}

@@ -8,7 +8,7 @@ class WorkersConfig(AppConfig):
     verbose_name = "Background workers"
 
     def ready(self) -> None:
-        from celery.signals import task_postrun, task_prerun, worker_process_init
+        from celery.signals import task_postrun, task_prerun, worker_process_init, worker_ready
 
         from workers import connections, memory
 
@@ -31,3 +31,11 @@ class WorkersConfig(AppConfig):
             from ops.heap import freeze_startup_objects
 
             freeze_startup_objects()
+
+        # The worker is consuming: record when it started on its queues (workers.heartbeat),
+        # so that the time before beat's first heartbeat reaches it reads as starting.
+        @worker_ready.connect(weak=False)
+        def _worker_ready(sender, **_kwargs) -> None:
+            from workers.heartbeat import record_worker_start
+
+            record_worker_start(q.name for q in sender.task_consumer.queues)

@@ -6,13 +6,16 @@ from django.utils import timezone
 
 
 class Heartbeat(models.Model):
-    """The last time beat and a worker ran the heartbeat task: is the pipeline alive?"""
+    """The last time beat and a worker ran the heartbeat task on a queue (`name`): is the
+    pipeline alive? And when a worker consuming the queue last started, so that a queue with
+    no heartbeat since is given a period to get its first one (workers.heartbeat)."""
 
     name = models.CharField(max_length=100, unique=True)
-    last_seen = models.DateTimeField()
+    last_seen = models.DateTimeField(null=True, blank=True)
+    worker_started = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
-        return f"{self.name} @ {self.last_seen:%H:%M:%S}"
+        return f"{self.name} @ {self.last_seen or 'never'}"
 
 
 class ExportJob(models.Model):

@@ -21,7 +21,8 @@ from django.core.management.base import BaseCommand
 
 from dashboard.staticfiles import ensure_collected
 from records.models import ApiKey, Project, Record
-from workers import processes
+from workers import heartbeat, processes
+from workers.queues import Queue
 
 # The banner's example body: five records of examples/, posted with the printed key.
 EXAMPLE_BATCH = Path(settings.BASE_DIR) / "examples" / "batch.json"
@@ -114,7 +115,11 @@ class Command(BaseCommand):
             f"{host}:{port}", web_workers, "--access-logfile", "-", "--graceful-timeout", "5"
         )
         workers = processes.worker_commands(settings.CELERY_BEAT_SCHEDULE_FILENAME)
-        return [processes.spawn(cmd) for cmd in (web, *workers)]
+        children = [processes.spawn(cmd) for cmd in (web, *workers)]
+        # Its workers consume every queue: until they are ready (they record it too) and beat's
+        # first heartbeat reaches them, `manage.py doctor` reads the queues as starting.
+        heartbeat.worker_started(Queue)
+        return children
 
     def _supervise(self, children: list[subprocess.Popen]) -> None:
         stopping = False
