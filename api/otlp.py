@@ -1,4 +1,4 @@
-"""POST /v1/traces and /api/v1/otlp/v1/traces — OTLP/HTTP trace ingest (DESIGN §5).
+"""POST /v1/traces and /api/v1/otlp/v1/traces — OTLP/HTTP trace ingest (docs/api.md, "OTLP").
 
 The same keys, scope, rate limit, body limit and store as POST /api/v1/records; the mapping of
 spans to records is records.otlp. Answers follow the OTLP/HTTP specification: 200 with an

@@ -12,7 +12,7 @@ On a scratch database (decisionboard_bench_scale, dropped at the end unless --ke
    lane (its rate is printed) and VACUUM ANALYZEd, as autovacuum would after such a load.
 2. p95 server time (Django's test Client in this process, as bench/pages.py) of the overview,
    the runs list, a run, the classifiers page and the metrics API, each as a ratio to the goal
-   (150 ms, DESIGN §9): under 1 meets it.
+   (150 ms): under 1 meets it.
 3. The database's size per million records (and the records table's alone).
 4. The time to expire the oldest day as records.retention does (bench/retention.py): DETACH,
    the day's keys deleted, DROP (goal < 1 s); the VACUUM of the keys after, timed apart.

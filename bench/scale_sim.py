@@ -17,7 +17,7 @@ No database: a model fed with figures measured here (docs/scale.md says where ea
 - Each second, every database node spends its cores on ingest first, the rest on its lanes'
   passes (shared in proportion when short); a lane folds what it can of its backlog. A record's
   lag is the backlog ahead of it over the lane's rate, plus the nudge's 1 s debounce
-  (workers.dispatch). The lag goal is p95 < 5 s (DESIGN §9), with the database nodes at most
+  (workers.dispatch). The lag goal is p95 < 5 s, with the database nodes at most
   `headroom` busy.
 
 For each rate it searches the fewest shards (database nodes) whose cores cover ingest and

@@ -1,4 +1,4 @@
-"""Soak: sustained out-of-order ingest while an operator reads (DESIGN §9, issue 12).
+"""Soak: sustained out-of-order ingest while an operator reads.
 
     .venv/bin/python bench/soak.py [--minutes 10] [--rate 3000] [--clients 2] [--backlog 200000]
                                    [--read-pause 0.2] [--database decisionboard_bench_soak]

@@ -246,7 +246,7 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Decisionboard API",
-    "DESCRIPTION": "Decision records in, metrics, runs and exports out (see DESIGN.md).",
+    "DESCRIPTION": "Decision records in, metrics, runs and exports out.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     # msgspec's JSON Schema for the record kinds is 3.1-shaped.

@@ -254,7 +254,7 @@ def _value_label(name: str, value: Any) -> str:
 
 def _drawn(series: Sequence[dict]) -> list[dict]:
     """The series to draw as lines: a group of records that reported no model is counted in
-    totals and told beside the chart, never a line that sets the chart's scale (DESIGN §4)."""
+    totals and told beside the chart, never a line that sets the chart's scale."""
     return [s for s in series if not ("model" in s["group"] and not s["group"]["model"])]
 
 

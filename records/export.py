@@ -1,4 +1,5 @@
-"""Exports of filtered records as CSV, JSONL and Parquet (DESIGN §8), as plain functions.
+"""Exports of filtered records as CSV, JSONL and Parquet (docs/api.md, "Exports"), as plain
+functions.
 
 `export_rows()` reads records from a server-side cursor (PostgreSQL: a named cursor, fetched
 `chunk_size` rows at a time) in (ts, id) order, with `data` and `derived` as JSON text so that

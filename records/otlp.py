@@ -2,7 +2,7 @@
 
 An OTLP/HTTP export (`ExportTraceServiceRequest`, protobuf or OTLP JSON) is decoded here, each
 span is read into a plain `SpanView`, and the declarations below turn spans and span events into
-records of DESIGN §3 — raw envelopes, judged by the same `records.normalise.normalise` as native
+records — raw envelopes, judged by the same `records.normalise.normalise` as native
 ingest. Pure functions: no database, no settings, no views (api/otlp.py serves the endpoint).
 
 The mappings (docs/otlp.md is the user's copy of this table):
@@ -499,7 +499,7 @@ def _string(value: Any) -> str | None:
 # --- the mapped records ------------------------------------------------------------------------
 @dataclass(slots=True)
 class Mapped:
-    """One raw record (the envelope of DESIGN §2) and the span (or span event) it came from."""
+    """One raw record (the record envelope) and the span (or span event) it came from."""
 
     span: SpanView
     raw: dict[str, Any]

@@ -420,14 +420,14 @@ def analyze_if_grown(*, min_records: int = ANALYZE_MIN_RECORDS) -> bool:
 
 # The tables the passes update in place (UPSERTs of rollups, runs, classifications, segments,
 # tool decisions; the watermarks and streaks on every pass). Each update leaves the old row
-# version behind, and without a VACUUM every index scan keeps visiting them: after 15 passes
-# over 1.5M records the rollup table held six dead versions per live row, and the metrics
-# API's index scan of its rows took 24.5 ms, against 6.8 ms after a VACUUM. PostgreSQL here
-# runs without autovacuum (../shared/FACTS.md), and a production one's autovacuum wakes once
-# a minute, so the catch-up vacuums these tables itself once their dead versions pass
-# autovacuum's own rule (a fifth of the live rows), at least VACUUM_MIN_DEAD of them. A VACUUM
-# blocks neither reads nor writes; SKIP_LOCKED leaves a table another lane (or autovacuum) is
-# vacuuming. The records partitions are not here: ingest only inserts into them.
+# version behind, and without a VACUUM every index scan keeps visiting them: pass after pass
+# the rollup table gathers several dead versions per live row and the metrics API's index
+# scans of it slow down several times over. PostgreSQL may run without autovacuum, and a
+# production one's autovacuum wakes once a minute, so the catch-up vacuums these tables itself
+# once their dead versions pass autovacuum's own rule (a fifth of the live rows), at least
+# VACUUM_MIN_DEAD of them. A VACUUM blocks neither reads nor writes; SKIP_LOCKED leaves a
+# table another lane (or autovacuum) is vacuuming. The records partitions are not here:
+# ingest only inserts into them.
 VACUUM_MIN_DEAD = 5_000
 _VACUUMED_TABLES = (*_ANALYZED_TABLES, Watermark, Streak)
 
@@ -474,7 +474,7 @@ def _record_partitions(cursor) -> list[tuple[str, float, int]]:
 # spread over 30 minutes folded in passes of 8,000 took 9.1 s, in passes of 16,000 5.9 s, of
 # 32,000 4.7 s (docs/benchmarks.md, Soak). Spaced, a pass folds at least this long's records and
 # the worker leaves more of the cores to ingest and the pages; a record waits at most this long
-# more (the lag goal is 5 s at p95: DESIGN §9). A backlog is not held back: its passes take
+# more (the lag goal is 5 s at p95). A backlog is not held back: its passes take
 # longer than this. Only the workers' catch-up task spaces its passes (a test, a rebuild or a
 # benchmark folds at once); SQLite's passes, small and one writer at a time, never.
 PASS_SPACING_SECONDS = 2.0
@@ -794,7 +794,7 @@ def _runs_folded_before(batch: _Batch) -> set[tuple[int, str]]:
 
 
 def _merge_classifications(batch: _Batch) -> None:
-    """Fold this pass's verdict attempts into their classifications (DESIGN §4, ladder
+    """Fold this pass's verdict attempts into their classifications (the ladder
     fallback rate) and move each changed classification's count in the CLASSIFICATION rollups.
 
     One read of the stored classifications per project, one upsert: never a read per record.
@@ -912,7 +912,7 @@ def _stored_classifications(keys: list[tuple]) -> dict[tuple, tuple]:
 
 
 def _flag_repeated_notices(batch: _Batch, folded_upto: int) -> None:
-    """A once-per-run notice seen again in its run is a violation (DESIGN §3): every such
+    """A once-per-run notice seen again in its run is a violation: every such
     notice after the run's first, in arrival (id) order, is flagged and counted.
 
     One read per project of the runs' notices already folded in (ids up to `folded_upto`).

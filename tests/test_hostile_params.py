@@ -1,4 +1,4 @@
-"""Hostile query parameters, cursors, paths and API bodies (DESIGN §2: no request gets a 5xx).
+"""Hostile query parameters, cursors, paths and API bodies (no request gets a 5xx).
 
 Each test is a cause of a 500 found by an attacker's probe (issue 11), or a gap found beside
 them: NUL in a parameter or a path, times whose UTC offset pushes them past the calendar,

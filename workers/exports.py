@@ -1,4 +1,4 @@
-"""Export jobs: start one, run it in a worker, and expire old files (DESIGN §8).
+"""Export jobs: start one, run it in a worker, and expire old files.
 
 The rows and file formats come from records.export; this module keeps the ExportJob up to date
 (status, rows written, progress) and the files under VAR_DIR/exports. Plain functions: the Celery
