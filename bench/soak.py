@@ -378,9 +378,9 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
                 reads = read_in.recv()
                 samples = poll_in.recv()
             finally:  # killed: before the servers stop under them
-                for helper in (poller, reader):
-                    if helper.is_alive():
-                        helper.terminate()
+                for child in (poller, reader):
+                    if child.is_alive():
+                        child.terminate()
             poller.join()
             reader.join()
             rss["end"] = group_memory(web.pid, worker.pid)

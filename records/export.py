@@ -95,7 +95,7 @@ def parse_format(value: str | None) -> str:
 
 
 class UtcText(Func):
-    """A timestamp as ISO 8601 text in UTC, whatever the session's TimeZone and DateStyle."""
+    """A timestamp as ISO 8601 text in UTC, whatever the connection's TimeZone and DateStyle."""
 
     output_field = TextField()
     template = "CAST(%(expressions)s AS text)"  # SQLite keeps timestamps as UTC text already

@@ -153,7 +153,7 @@ class Run(models.Model):
             models.Index(fields=["project", "parent_run_id"], name="run_parent"),
             # The read API's keyset: newest run first by id, which new records never change.
             models.Index(fields=["project", "-id"], name="run_keyset"),
-            # A session's runs, newest first (dashboard.sessions).
+            # The runs of a session, newest first (dashboard.sessions).
             models.Index(
                 fields=["project", "session_id", "-last_ts", "-id"],
                 condition=models.Q(session_id__isnull=False),

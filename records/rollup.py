@@ -531,7 +531,7 @@ def run_pass(
             try:
                 _waiter_lock(lane, take=False)
             except DatabaseError:  # a lock left held would make every other task skip
-                connection.close()  # the session's locks end with it
+                connection.close()  # the connection's locks end with it
 
 
 def _spacing_left(watermark: Watermark, spacing: float) -> float:

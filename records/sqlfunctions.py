@@ -37,7 +37,7 @@ def fast_timestamps(cursor) -> None:
 
     Django registers a Python subclass of psycopg's loader (to set the tzinfo it wants), and a
     Python loader never gets psycopg's C version: a column of timestamps costs ~2.5 µs a value
-    instead of ~0.6 µs, a fifth of a catch-up pass. The C loader gives the session's time zone,
+    instead of ~0.6 µs, a fifth of a catch-up pass. The C loader gives the connection's time zone,
     which Django sets to its own; so only where that is UTC, as Decisionboard runs (settings:
     USE_TZ, TIME_ZONE "UTC"), and the values are the same datetimes, tzinfo included.
     """
