@@ -9,7 +9,7 @@ No database: a model fed with figures measured here (docs/scale.md says where ea
 - A lane folds at most `lane-rate` records/s (bench/scale.py, one lane alone). Of each record's
   time, `lane-cpu-share` is the worker's own CPU; the rest is PostgreSQL's (the upserts, reads and
   COPY of the pass), so a record costs the database node (1 - share) / lane-rate core-seconds,
-  and its ingest 1 / `copy-rate` more (the COPY ceiling, docs/benchmarks.md).
+  and its ingest 1 / `copy-rate` more (the COPY ceiling, bench.common.copy_ceiling).
 - Records arrive at `rate` records/s (+-20 % over the period, a 60 s burst at 1.5x, 5 % noise per
   second), from `projects` projects whose sizes follow a Zipf law (exponent `skew`): a few large
   tenants, many small ones. Projects are spread over shards by hash (Citus, distributed by
@@ -35,11 +35,11 @@ import zlib
 from dataclasses import dataclass
 
 # Measured on this machine (2 cores, PostgreSQL 15, autovacuum off, other work running):
-# bench/scale.py, 2026-12-01, backlogs of 300,000-400,000 demo records over 8 projects; the
+# bench/scale.py on backlogs of 300,000-400,000 demo records over 8 projects; the
 # median of five one-lane runs (10.6k-22.4k records/s) and of their own-CPU shares (29-49 %).
 LANE_RATE = 16_000.0
 LANE_CPU_SHARE = 0.39
-COPY_RATE = 35_600.0  # rows/s of COPY into the records table (FACTS.md, docs/benchmarks.md)
+COPY_RATE = 35_600.0  # rows/s of COPY into the records table (bench.common.copy_ceiling)
 LAG_GOAL = 5.0
 DEBOUNCE = 1.0
 

@@ -31,9 +31,8 @@ gunicorn.conf.py and the Celery workers with beat (workers.processes.worker_comm
    It is measured twice: before the load, after 5 s of the same posting uncounted to warm the
    server up (the workers start after it and fold its records before the clock), and after
    the load. This VM's speed moves by a third from minute to minute. The ratio printed is
-   against the higher of the two ceilings, so it is the lower of the two ratios (warmed up,
-   the ceiling before a ten-minute load still read 14 % under the one after it: Soak in
-   docs/benchmarks.md, run D).
+   against the higher of the two ceilings, so it is the lower of the two ratios (even warmed
+   up, the ceiling before a long load can read well under the one after it).
 4. Backlog (`--backlog`, 0 skips it): that many records of the last 30 minutes stored shuffled,
    with no worker running, then one catch-up to the end, against the COPY ceiling of the same
    rows (bench.common.copy_ceiling).

@@ -163,7 +163,7 @@ _MARK = "\x1fsession\x1f"  # where a branch's session id goes (never sent to the
 def _each_session(branch: QuerySet, session_ids: list[str]) -> list[tuple]:
     """The rows of `branch` (filtered on session_id=_MARK) for each session id, as one
     UNION ALL. The branch is compiled once and its SQL repeated: the ORM's own union compiles
-    every branch, ~2 ms each for the counters' fifty, most of a page."""
+    every branch, each of the counters' fifty, which was most of a page (bench/pages.py)."""
     if not session_ids:
         return []
     compiler = branch.query.get_compiler(using=branch.db)

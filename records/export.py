@@ -333,7 +333,8 @@ class _Spool(io.RawIOBase):
 
 
 # Rows a row group: each is built in memory (Python rows, then Arrow arrays) before it is
-# written. 5,000 keeps a web process under 200 MB with pyarrow loaded; 20,000 went past it.
+# written, so this bounds what a streaming export adds to a web process's memory with pyarrow
+# loaded (bench/export.py holds the web peak to its goal whatever the row count).
 PARQUET_ROW_GROUP = 5_000
 
 
