@@ -31,8 +31,14 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import sys
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.results import record_result  # noqa: E402
 
 # Measured on this machine (2 cores, PostgreSQL 15, autovacuum off, other work running):
 # bench/scale.py on backlogs of 300,000-400,000 demo records over 8 projects; the
@@ -161,24 +167,29 @@ def main() -> None:
     print(f"one lane: {args.lane_rate:,.0f} records/s, {args.lane_cpu_share:.0%} of it the "
           f"worker's CPU; database nodes of {args.node_cores:g} cores, at most "
           f"{args.headroom:.0%} busy; {args.projects} projects, Zipf {args.skew}")  # fmt: skip
+    figures: dict = {"options": vars(args), "scales": {}}
     for scale in (float(s) for s in args.scales.split(",")):
         rate = args.base_rate * scale
         biggest = project_rates(args.projects, args.skew, rate)[0]
         print(f"\n{scale:g}x today = {rate:,.0f} records/s ({rate * 86400 / 1e9:,.2f} billion a "
               f"day); the largest project sends {biggest:,.0f}/s")  # fmt: skip
+        scaled = figures["scales"][f"{scale:g}"] = {"rec_s": rate, "largest_project_rec_s": biggest}
         per_record = (1 - args.lane_cpu_share) / args.lane_rate + 1 / args.copy_rate
         if biggest * per_record > args.node_cores * args.headroom:
             print(f"  LIMIT: the largest project alone needs {biggest * per_record:.1f} cores of "
                   "its database node (its shard is one node's): a bigger node, or the project "
                   "on a node of its own (Citus tenant isolation)")  # fmt: skip
+            scaled["largest_project_node_cores"] = biggest * per_record
         if biggest > args.lane_rate * args.headroom:
             print(f"  LIMIT: the largest project alone needs {biggest / args.lane_rate:.1f} "
                   "lanes; lanes by project cannot split it (docs/scale.md)")  # fmt: skip
+            scaled["largest_project_lanes"] = biggest / args.lane_rate
         for split in (False, True) if biggest > args.lane_rate / 2 else (False,):
             out = plan(args, rate, split)
             how = "sub-project lanes" if split else "project lanes"
             if out is None:
                 print(f"  {how}: no plan meets the lag goal within 8 more shards")
+                scaled[how] = None
                 continue
             lanes = out.shards * out.lanes_per_shard
             print(f"  {how}: {out.shards} shard(s) x {out.lanes_per_shard} lane(s) = {lanes} "
@@ -186,6 +197,15 @@ def main() -> None:
                   f"own); database {out.shards * args.node_cores:g} cores, {out.db_busy:.0%} "
                   f"busy; lag p95 {out.lag_p95:.1f} s (goal < {LAG_GOAL:g}), largest lane "
                   f"backlog {out.max_backlog:,} records")  # fmt: skip
+            scaled[how] = {
+                "shards": out.shards,
+                "lanes_per_shard": out.lanes_per_shard,
+                "worker_cores": out.worker_cores,
+                "db_busy": out.db_busy,
+                "lag_p95_s": out.lag_p95,
+                "max_backlog": out.max_backlog,
+            }
+    record_result("scale_sim", figures)
 
 
 if __name__ == "__main__":
