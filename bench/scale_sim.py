@@ -4,7 +4,7 @@ processes keep the rollup lag under the goal at 1x, 10x and 100x today's rate.
     .venv/bin/python bench/scale_sim.py [--base-rate 3000] [--lane-rate R] [--lane-cpu-share S]
                                         [--node-cores 16] [--projects 500] [--seconds 600]
 
-No database: a model fed with figures measured here (docs/scale.md says where each comes from).
+No database: a model fed with figures measured here (docs/scaling.md says where each comes from).
 
 - A lane folds at most `lane-rate` records/s (bench/scale.py, one lane alone). Of each record's
   time, `lane-cpu-share` is the worker's own CPU; the rest is PostgreSQL's (the upserts, reads and
@@ -77,7 +77,7 @@ def simulate(args, rate: float, shards: int, lanes_per_shard: int, split: bool) 
     rng.shuffle(ids)  # project ids are handed out as tenants arrive, not by size
     lane_share: dict[tuple[int, int], float] = {}
     for project_id, share in zip(ids, rates, strict=True):
-        # Sub-project lanes (docs/scale.md): a project above a quarter of a lane's rate (room
+        # Sub-project lanes (docs/scaling.md): a project above a quarter of a lane's rate (room
         # for the burst) is dealt by run
         # over several lanes of its own shard; otherwise a project is one lane's.
         pieces = math.ceil(share / (args.lane_rate / 4)) if split else 1
@@ -182,7 +182,7 @@ def main() -> None:
             scaled["largest_project_node_cores"] = biggest * per_record
         if biggest > args.lane_rate * args.headroom:
             print(f"  LIMIT: the largest project alone needs {biggest / args.lane_rate:.1f} "
-                  "lanes; lanes by project cannot split it (docs/scale.md)")  # fmt: skip
+                  "lanes; lanes by project cannot split it (docs/scaling.md)")  # fmt: skip
             scaled["largest_project_lanes"] = biggest / args.lane_rate
         for split in (False, True) if biggest > args.lane_rate / 2 else (False,):
             out = plan(args, rate, split)

@@ -287,7 +287,7 @@ DECISIONBOARD = {
     # its own task and watermark, so that as many worker processes fold records in parallel.
     # Default 1: SQLite (the embedded default) runs one writer at a time, and `manage.py serve`'s
     # default worker has two slots that heartbeats and the alert tick share; set it to the
-    # worker processes you give the catch-up on PostgreSQL (docs/scale.md). Changing it on a
+    # worker processes you give the catch-up on PostgreSQL (docs/scaling.md). Changing it on a
     # running installation is safe (records.rollup._switch_lanes).
     "CATCHUP_LANES": env_int("DECISIONBOARD_CATCHUP_LANES", 1, minimum=1),
     # After each ingest commit, enqueue a (debounced) catch-up so rollups follow within seconds.
