@@ -5,8 +5,8 @@ explicitly, so `bin/start` (manage.py serve), the tests, the benchmarks and a pr
 `gunicorn config.wsgi` run from this folder all serve with it.
 
 Threads, so that a read never queues behind an ingest batch: with sync workers a request waits
-for a free process, and two batches of 500 records (30 ms each on a quiet machine, ~260 ms
-under load) held both of bin/start's two workers while pages waited behind them. A thread of
+for a free process, and two batches of 500 records, slow under load, held both of bin/start's
+two workers while pages waited behind them. A thread of
 a gthread worker takes the next request at once; a batch is Python work under the GIL, which
 the interpreter hands over every few milliseconds, and every query releases it. Each thread
 keeps its own database connection (CONN_MAX_AGE): workers x threads connections per machine.
@@ -26,11 +26,10 @@ workers = env_int("WEB_CONCURRENCY", 2, minimum=1)
 threads = env_int("DECISIONBOARD_WEB_THREADS", 4, minimum=1)
 # Workers are not replaced after a number of requests (0), because gunicorn's gthread worker
 # drops connections as it leaves: it closes connections it accepted but had not read yet, and
-# kept-alive ones it had just answered keep-alive (benoitc/gunicorn#3038; a replacement every
-# 30 requests cost 6-9 resets and closed connections in ~420 POSTs, and a 30-minute soak's
-# client two in a row when 20,000 was the default). Nothing asks for it: a web worker's memory
-# is flat under sustained ingest (docs/benchmarks.md, Soak). An operator may still set one
-# (with a tenth of it as jitter) and must then have clients that resend on a closed connection.
+# kept-alive ones it had just answered keep-alive (a known gunicorn bug, #3038 in its tracker), and
+# a client sees resets and closed connections. Nothing asks for it: a web worker's memory is flat
+# under sustained ingest (bench/soak.py prints it). An operator may still set one (with a tenth of
+# it as jitter) and must then have clients that resend on a closed connection.
 max_requests = env_int("DECISIONBOARD_WEB_MAX_REQUESTS", 0, minimum=0)
 max_requests_jitter = max_requests // 10
 # A request is never this long (ingest bodies are capped at 5 MB, exports stream); a worker
@@ -44,8 +43,8 @@ keepalive = 5
 # How long a thread may keep the GIL while another waits for it (CPython's default is 5 ms). A
 # read's thread gives the GIL up for each of its queries and, when the answer is back, waits for
 # it behind any thread validating an ingest batch: up to the whole interval per query, a dozen
-# queries a page. At 1 ms each wait is at most a fifth as long; the batches lose little (a
-# switch costs microseconds). docs/benchmarks.md (Soak) has the measurement.
+# queries a page. At a fifth of the default each wait is at most a fifth as long; the batches
+# lose little (a switch is cheap). bench/soak.py measures the pages under ingest.
 SWITCH_INTERVAL_SECONDS = 0.001
 
 
@@ -59,7 +58,7 @@ def post_fork(server, worker) -> None:
     gunicorn keeps its workers in its master's, so with the database on the same machine, all
     the web workers together got the share of one backend. Under sustained ingest every read
     and every POST waited for that share: a read's thread spent twice its CPU time runnable and
-    not running (/proc/thread-self/schedstat). docs/benchmarks.md (Soak) has the measurement.
+    not running (/proc/thread-self/schedstat). bench/soak.py measures the pages under ingest.
 
     Nothing else changes: the master signals its workers by pid, and a worker exits when it
     sees its master gone (workers.processes.stop also kills them by pid).

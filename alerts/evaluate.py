@@ -1,4 +1,5 @@
-"""The state machine of an alert rule, as pure functions over plain data (DESIGN §7).
+"""The state machine of an alert rule (docs/architecture.md, "Alerts"), as pure functions over
+plain data.
 
 `evaluate()` takes one rule's condition, the value of each group at `now` and the states left by
 the previous tick, and returns the new states and the events (transitions, re-notifications,

@@ -1,4 +1,4 @@
-"""Alert rules, their per-group states and events, channels and deliveries (DESIGN §7).
+"""Alert rules, their per-group states and events, channels and deliveries.
 
 A rule turns itself into plain data for the pure code: `Rule.query()` (what it reads, see
 alerts.windows) and `Rule.condition()` (how it judges, see alerts.evaluate). Validation lives in

@@ -1,4 +1,4 @@
-"""What a rule would have done over the past day (DESIGN §7), as data for a chart.
+"""What a rule would have done over the past day, as data for a chart.
 
 The metric is folded from minute rollups exactly as the engine folds it, slid over the day one
 minute at a time, and replayed through the same state machine from an all-ok start, ignoring

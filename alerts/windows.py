@@ -1,6 +1,6 @@
 """What a rule reads: its metric over rollup rows, per group, over a window of minutes.
 
-A rule's metric is one of `records.metrics.METRICS` (DESIGN §4) or the contract-broken streak.
+A rule's metric is one of `records.metrics.METRICS` or the contract-broken streak.
 The accumulators and row contributions are those of records.metrics, so a rule's value over a
 window is what GET /api/v1/metrics/{metric} answers as the total over the same minutes (a test
 holds the two to it). The engine does not call `query_metric` once per rule: that reads every

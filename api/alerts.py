@@ -1,4 +1,4 @@
-"""/api/v1/alert-rules (CRUD) and /api/v1/alert-events (history), DESIGN §5 and §7.
+"""/api/v1/alert-rules (CRUD) and /api/v1/alert-events (history): docs/api.md, "Alerts API".
 
 Same rights as the rest of the read API: a read key or an operator's session reads; changing
 rules takes a key with the `all` scope or a logged-in operator (a member) of the project. A rule

@@ -1,4 +1,4 @@
-"""The one way the API decodes a JSON request body (DESIGN §2: no body makes a 5xx).
+"""The one way the API decodes a JSON request body (no body makes a 5xx).
 
 Ingest (api.ingest) and every other POST/PATCH of the API (through `JSONParser`, DRF's default
 parser here) decode with `decode_json`: UTF-8 only, nesting bounded by the interpreter's own

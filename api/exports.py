@@ -1,4 +1,4 @@
-"""Exports over the API (DESIGN §8).
+"""Exports over the API.
 
 GET /api/v1/export streams a filtered export as it is read from a server-side cursor, so the web
 process holds one batch of rows at a time however many rows there are. POST /api/v1/exports

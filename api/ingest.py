@@ -1,4 +1,4 @@
-"""POST /api/v1/records — the front door (DESIGN §2).
+"""POST /api/v1/records — the front door (docs/api.md, "Ingest").
 
 DRF handles the endpoint, authentication, the rate limit and error responses; the body is decoded
 with msgspec (api.bodies) and its records judged and stored by `records.ingest` instead of a DRF

@@ -38,7 +38,7 @@ _METRIC_PARAMETERS = [
         "group_by",
         str,
         enum=["model", "agent", "reason", "kind"],
-        description="Default: the metric's own grouping (DESIGN §4).",
+        description="Default: the metric's own grouping.",
     ),
     OpenApiParameter("from", OpenApiTypes.DATETIME, description="Default: `to` minus 24 h."),
     OpenApiParameter("to", OpenApiTypes.DATETIME, description="Default: now."),
@@ -51,7 +51,7 @@ class MetricView(ReadView):
     @extend_schema(
         parameters=_METRIC_PARAMETERS,
         responses=OpenApiTypes.OBJECT,
-        description="A metric of DESIGN §4 from rollups: series per group and bucket "
+        description="A metric from rollups: series per group and bucket "
         "({t, value, count}), totals per group, and the rollups' freshness.",
     )
     def get(self, request, metric: str):

@@ -82,7 +82,7 @@ def record_components() -> dict[str, dict]:
     )
     components["PostedRecord"] = {
         **posted,
-        "description": "One decision record: the envelope (DESIGN §2) and its kind's `data`.",
+        "description": "One decision record: the envelope and its kind's `data`.",
     }
     components["RecordData"] = {
         "anyOf": [{"$ref": REF.format(name=spec.data_type.__name__)} for spec in KINDS.values()],
@@ -272,7 +272,7 @@ STRICT_BODIES = (
     "AlertChannel",
     "PatchedAlertChannel",
 )
-# Answers any operation may give besides its own (DESIGN §2, §5): a malformed parameter or
+# Answers any operation may give besides its own: a malformed parameter or
 # body, no or a bad key, a key without the scope, another project (or item) named.
 COMMON_ERRORS = {
     "400": "A malformed parameter or body; the answer names it.",

@@ -1,4 +1,4 @@
-"""POST /v1/traces and /api/v1/otlp/v1/traces — OTLP/HTTP trace ingest (DESIGN §5).
+"""POST /v1/traces and /api/v1/otlp/v1/traces — OTLP/HTTP trace ingest (docs/api.md, "OTLP").
 
 The same keys, scope, rate limit, body limit and store as POST /api/v1/records; the mapping of
 spans to records is records.otlp. Answers follow the OTLP/HTTP specification: 200 with an
@@ -37,9 +37,9 @@ _RPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 3, 415: 3, 429: 8, 
 DESCRIPTION = """OTLP/HTTP trace export (`application/x-protobuf` or OTLP JSON `application/json`,
 optionally `Content-Encoding: gzip`), with `Authorization: Bearer <ingest key>` (e.g.
 `OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20<key>`). GenAI semantic-convention spans and
-`decisionboard.<kind>` span events become records; see docs/otlp.md for the mapping. A span that
-maps to nothing, or whose records are rejected, is counted in `partialSuccess.rejectedSpans` and
-named in `errorMessage`. Re-sending an export stores nothing twice."""
+`decisionboard.<kind>` span events become records; see docs/api.md ("OTLP") for the mapping. A span
+that maps to nothing, or whose records are rejected, is counted in `partialSuccess.rejectedSpans`
+and named in `errorMessage`. Re-sending an export stores nothing twice."""
 
 
 def encoding_of(content_type: str | None) -> str | None:

@@ -1,4 +1,4 @@
-"""GET /api/v1/runs, /api/v1/runs/{run_id} and /api/v1/records (DESIGN §5).
+"""GET /api/v1/runs, /api/v1/runs/{run_id} and /api/v1/records (docs/api.md, "Read API").
 
 POST /api/v1/records (ingest, api.ingest) shares its path with the records list: RecordsView
 serves both.

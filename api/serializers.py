@@ -37,7 +37,7 @@ class RecordSerializer(serializers.Serializer):
     parent_run_id = serializers.CharField(allow_null=True)
     data = RecordDataField()
     derived = serializers.JSONField(
-        help_text="Per-kind derived fields (DESIGN §3), e.g. `doors` of a pick, `swap` of a "
+        help_text="Per-kind derived fields, e.g. `doors` of a pick, `swap` of a "
         "model selection, each call's action name and `invented` of a turn."
     )
 

@@ -36,6 +36,8 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.results import record_result  # noqa: E402
+
 BENCH_DB = "decisionboard_bench_alerts"
 WINDOWS = (5, 10, 15, 30, 60, 5, 10, 15, 30, 240, 1440)  # minutes; over 60 read hour rows
 FOR_MINUTES = (0, 0, 2, 5)
@@ -324,6 +326,18 @@ def main() -> None:
         print(
             f"tick {tick_seconds:.2f} s (goal < 5 s), ceiling {ceiling:.3f} s, "
             f"ratio {tick_seconds / ceiling:.1f}"
+        )
+        record_result(
+            "alerts",
+            {
+                "options": {k: v for k, v in vars(args).items() if k != "database_url"},
+                "rules": warm.rules,
+                "cold_tick_s": cold.seconds,
+                "warm_tick_s": warm.seconds,
+                "tick_s": tick_seconds,
+                "ceiling_s": ceiling,
+                "ratio": tick_seconds / ceiling,
+            },
         )
     finally:
         connection.close()

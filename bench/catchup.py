@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import copy_ceiling, setup_django, store_rows  # noqa: E402
+from bench.results import record_result  # noqa: E402
 
 SPREAD = timedelta(minutes=30)
 
@@ -96,6 +97,17 @@ def main() -> None:
         f"in order {in_order:,.0f} rec/s, shuffled {shuffled_rate:,.0f} rec/s, "
         f"shuffled/in-order {shuffled_rate / in_order:.2f} (goal >= 0.5), "
         f"shuffled/copy {shuffled_rate / ceiling:.2f} (goal >= 0.5)"
+    )
+    record_result(
+        "catchup",
+        {
+            "options": vars(args),
+            "in_order_rec_s": in_order,
+            "shuffled_rec_s": shuffled_rate,
+            "copy_rows_s": ceiling,
+            "shuffled_to_in_order": shuffled_rate / in_order,
+            "shuffled_to_copy": shuffled_rate / ceiling,
+        },
     )
 
 

@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import exit_on_signals, gunicorn  # noqa: E402
+from bench.results import record_result  # noqa: E402
 
 BENCH_DB = "decisionboard_bench_export"
 READ_SIZE = 1 << 20
@@ -228,6 +229,11 @@ def run(args: argparse.Namespace) -> None:
         f"csv {rates['csv']:,.0f} rows/s (ratio {rates['csv'] / copy_rate:.2f}), "
         f"copy {copy_rate:,.0f} rows/s, web peak {web_peak:.0f} MB"
     )
+    figures = {"options": vars(args), "copy_rows_s": copy_rate, "web_peak_mb": web_peak}
+    for fmt, rate in rates.items():
+        figures[f"{fmt}_rows_s"] = rate
+        figures[f"{fmt}_ratio"] = rate / copy_rate
+    record_result("export", figures)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import ADMIN_URL, store_rows  # noqa: E402
+from bench.results import record_result  # noqa: E402
 
 BEFORE = "0009_tool_decisions"
 PARTITIONED = "0010_retention_partitions"
@@ -208,6 +209,18 @@ def main() -> None:
         f"migrate 0010 {partitioned_s:.1f} s ({per_million:.1f} s per million records), "
         f"0015 {key_days_s:.1f} s, the rest {rest_s:.1f} s, ceiling {ceiling_s:.1f} s, "
         f"ratio {partitioned_s / ceiling_s:.2f}"
+    )
+    record_result(
+        "migrate",
+        {
+            "options": vars(args),
+            "partitioned_s": partitioned_s,
+            "partitioned_s_per_million": per_million,
+            "key_days_s": key_days_s,
+            "rest_s": rest_s,
+            "ceiling_s": ceiling_s,
+            "ratio": partitioned_s / ceiling_s,
+        },
     )
 
 

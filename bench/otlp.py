@@ -35,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import exit_on_signals, gunicorn, setup_django  # noqa: E402
+from bench.results import record_result  # noqa: E402
 
 ENVELOPE = ("id", "run_id", "agent", "session_id", "parent_run_id")
 
@@ -203,6 +204,18 @@ def main() -> None:
         f"otlp {otlp_rate:,.0f} rec/s, native {native_rate:,.0f} rec/s, "
         f"ratio {otlp_rate / native_rate:.2f}; client {inside / n * 1e6:.1f} µs/record, "
         f"client {client_rate:,.0f} rec/s, ratio {client_rate / native_rate:.2f}"
+    )
+    record_result(
+        "otlp",
+        {
+            "options": vars(args),
+            "otlp_rec_s": otlp_rate,
+            "native_rec_s": native_rate,
+            "otlp_ratio": otlp_rate / native_rate,
+            "client_us_per_record": inside / n * 1e6,
+            "client_rec_s": client_rate,
+            "client_ratio": client_rate / native_rate,
+        },
     )
 
 

@@ -41,6 +41,7 @@ from bench.common import (  # noqa: E402
     setup_django,
     store_rows,
 )
+from bench.results import record_result  # noqa: E402
 from workers.processes import running, worker_commands  # noqa: E402
 
 BATCH = 500
@@ -195,6 +196,17 @@ def main() -> None:
     print(
         f"lag p95 {p95:.2f} s (p50 {p50:.2f} s), catch-up {rate:,.0f} rec/s, "
         f"copy {ceiling:,.0f} rows/s, ratio {rate / ceiling:.2f}"
+    )
+    record_result(
+        "rollup",
+        {
+            "options": vars(args),
+            "lag_p95_s": p95,
+            "lag_p50_s": p50,
+            "catch_up_rec_s": rate,
+            "copy_rows_s": ceiling,
+            "ratio": rate / ceiling,
+        },
     )
 
 

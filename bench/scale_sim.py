@@ -4,12 +4,12 @@ processes keep the rollup lag under the goal at 1x, 10x and 100x today's rate.
     .venv/bin/python bench/scale_sim.py [--base-rate 3000] [--lane-rate R] [--lane-cpu-share S]
                                         [--node-cores 16] [--projects 500] [--seconds 600]
 
-No database: a model fed with figures measured here (docs/scale.md says where each comes from).
+No database: a model fed with figures measured here (docs/scaling.md says where each comes from).
 
 - A lane folds at most `lane-rate` records/s (bench/scale.py, one lane alone). Of each record's
   time, `lane-cpu-share` is the worker's own CPU; the rest is PostgreSQL's (the upserts, reads and
   COPY of the pass), so a record costs the database node (1 - share) / lane-rate core-seconds,
-  and its ingest 1 / `copy-rate` more (the COPY ceiling, docs/benchmarks.md).
+  and its ingest 1 / `copy-rate` more (the COPY ceiling, bench.common.copy_ceiling).
 - Records arrive at `rate` records/s (+-20 % over the period, a 60 s burst at 1.5x, 5 % noise per
   second), from `projects` projects whose sizes follow a Zipf law (exponent `skew`): a few large
   tenants, many small ones. Projects are spread over shards by hash (Citus, distributed by
@@ -17,7 +17,7 @@ No database: a model fed with figures measured here (docs/scale.md says where ea
 - Each second, every database node spends its cores on ingest first, the rest on its lanes'
   passes (shared in proportion when short); a lane folds what it can of its backlog. A record's
   lag is the backlog ahead of it over the lane's rate, plus the nudge's 1 s debounce
-  (workers.dispatch). The lag goal is p95 < 5 s (DESIGN §9), with the database nodes at most
+  (workers.dispatch). The lag goal is p95 < 5 s, with the database nodes at most
   `headroom` busy.
 
 For each rate it searches the fewest shards (database nodes) whose cores cover ingest and
@@ -31,15 +31,21 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import sys
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.results import record_result  # noqa: E402
 
 # Measured on this machine (2 cores, PostgreSQL 15, autovacuum off, other work running):
-# bench/scale.py, 2026-12-01, backlogs of 300,000-400,000 demo records over 8 projects; the
+# bench/scale.py on backlogs of 300,000-400,000 demo records over 8 projects; the
 # median of five one-lane runs (10.6k-22.4k records/s) and of their own-CPU shares (29-49 %).
 LANE_RATE = 16_000.0
 LANE_CPU_SHARE = 0.39
-COPY_RATE = 35_600.0  # rows/s of COPY into the records table (FACTS.md, docs/benchmarks.md)
+COPY_RATE = 35_600.0  # rows/s of COPY into the records table (bench.common.copy_ceiling)
 LAG_GOAL = 5.0
 DEBOUNCE = 1.0
 
@@ -71,7 +77,7 @@ def simulate(args, rate: float, shards: int, lanes_per_shard: int, split: bool) 
     rng.shuffle(ids)  # project ids are handed out as tenants arrive, not by size
     lane_share: dict[tuple[int, int], float] = {}
     for project_id, share in zip(ids, rates, strict=True):
-        # Sub-project lanes (docs/scale.md): a project above a quarter of a lane's rate (room
+        # Sub-project lanes (docs/scaling.md): a project above a quarter of a lane's rate (room
         # for the burst) is dealt by run
         # over several lanes of its own shard; otherwise a project is one lane's.
         pieces = math.ceil(share / (args.lane_rate / 4)) if split else 1
@@ -161,24 +167,29 @@ def main() -> None:
     print(f"one lane: {args.lane_rate:,.0f} records/s, {args.lane_cpu_share:.0%} of it the "
           f"worker's CPU; database nodes of {args.node_cores:g} cores, at most "
           f"{args.headroom:.0%} busy; {args.projects} projects, Zipf {args.skew}")  # fmt: skip
+    figures: dict = {"options": vars(args), "scales": {}}
     for scale in (float(s) for s in args.scales.split(",")):
         rate = args.base_rate * scale
         biggest = project_rates(args.projects, args.skew, rate)[0]
         print(f"\n{scale:g}x today = {rate:,.0f} records/s ({rate * 86400 / 1e9:,.2f} billion a "
               f"day); the largest project sends {biggest:,.0f}/s")  # fmt: skip
+        scaled = figures["scales"][f"{scale:g}"] = {"rec_s": rate, "largest_project_rec_s": biggest}
         per_record = (1 - args.lane_cpu_share) / args.lane_rate + 1 / args.copy_rate
         if biggest * per_record > args.node_cores * args.headroom:
             print(f"  LIMIT: the largest project alone needs {biggest * per_record:.1f} cores of "
                   "its database node (its shard is one node's): a bigger node, or the project "
                   "on a node of its own (Citus tenant isolation)")  # fmt: skip
+            scaled["largest_project_node_cores"] = biggest * per_record
         if biggest > args.lane_rate * args.headroom:
             print(f"  LIMIT: the largest project alone needs {biggest / args.lane_rate:.1f} "
-                  "lanes; lanes by project cannot split it (docs/scale.md)")  # fmt: skip
+                  "lanes; lanes by project cannot split it (docs/scaling.md)")  # fmt: skip
+            scaled["largest_project_lanes"] = biggest / args.lane_rate
         for split in (False, True) if biggest > args.lane_rate / 2 else (False,):
             out = plan(args, rate, split)
             how = "sub-project lanes" if split else "project lanes"
             if out is None:
                 print(f"  {how}: no plan meets the lag goal within 8 more shards")
+                scaled[how] = None
                 continue
             lanes = out.shards * out.lanes_per_shard
             print(f"  {how}: {out.shards} shard(s) x {out.lanes_per_shard} lane(s) = {lanes} "
@@ -186,6 +197,15 @@ def main() -> None:
                   f"own); database {out.shards * args.node_cores:g} cores, {out.db_busy:.0%} "
                   f"busy; lag p95 {out.lag_p95:.1f} s (goal < {LAG_GOAL:g}), largest lane "
                   f"backlog {out.max_backlog:,} records")  # fmt: skip
+            scaled[how] = {
+                "shards": out.shards,
+                "lanes_per_shard": out.lanes_per_shard,
+                "worker_cores": out.worker_cores,
+                "db_busy": out.db_busy,
+                "lag_p95_s": out.lag_p95,
+                "max_backlog": out.max_backlog,
+            }
+    record_result("scale_sim", figures)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Soak: sustained out-of-order ingest while an operator reads (DESIGN §9, issue 12).
+"""Soak: sustained out-of-order ingest while an operator reads.
 
     .venv/bin/python bench/soak.py [--minutes 10] [--rate 3000] [--clients 2] [--backlog 200000]
                                    [--read-pause 0.2] [--database decisionboard_bench_soak]
@@ -31,9 +31,8 @@ gunicorn.conf.py and the Celery workers with beat (workers.processes.worker_comm
    It is measured twice: before the load, after 5 s of the same posting uncounted to warm the
    server up (the workers start after it and fold its records before the clock), and after
    the load. This VM's speed moves by a third from minute to minute. The ratio printed is
-   against the higher of the two ceilings, so it is the lower of the two ratios (warmed up,
-   the ceiling before a ten-minute load still read 14 % under the one after it: Soak in
-   docs/benchmarks.md, run D).
+   against the higher of the two ceilings, so it is the lower of the two ratios (even warmed
+   up, the ceiling before a long load can read well under the one after it).
 4. Backlog (`--backlog`, 0 skips it): that many records of the last 30 minutes stored shuffled,
    with no worker running, then one catch-up to the end, against the COPY ceiling of the same
    rows (bench.common.copy_ceiling).
@@ -74,6 +73,7 @@ from bench.common import (  # noqa: E402
     setup_django,
     store_rows,
 )
+from bench.results import record_result  # noqa: E402
 from workers.processes import running, worker_commands  # noqa: E402
 
 BATCH = 500
@@ -378,9 +378,9 @@ def load(args, project, ingest_key, read_key, session, var: Path) -> dict:
                 reads = read_in.recv()
                 samples = poll_in.recv()
             finally:  # killed: before the servers stop under them
-                for helper in (poller, reader):
-                    if helper.is_alive():
-                        helper.terminate()
+                for child in (poller, reader):
+                    if child.is_alive():
+                        child.terminate()
             poller.join()
             reader.join()
             rss["end"] = group_memory(web.pid, worker.pid)
@@ -542,6 +542,17 @@ def main() -> None:
           f"{result['ceiling']:,.0f} rec/s (the higher of {before:,.0f} before the load and "
           f"{after:,.0f} after it); ratio {ratio:.2f} (against each: "
           f"{result['rate'] / before:.2f}, {result['rate'] / after:.2f})")  # fmt: skip
+    figures: dict = {
+        "options": vars(args),
+        "posted": result["posted"],
+        "rec_s": result["rate"],
+        "ceiling_rec_s": result["ceiling"],
+        "ceilings_rec_s": [before, after],
+        "ratio": ratio,
+        "lag_p50_s": _p(lags, 0.5),
+        "lag_p95_s": p95_lag,
+        "drain_s": drain,
+    }
     print(
         "duplicates among the records acknowledged (resends after a lost answer): {:,} in "
         "the load, {:,} and {:,} in the ceilings".format(*result["duplicates"])
@@ -558,6 +569,12 @@ def main() -> None:
     reconnects = result["reads"].pop("(reconnects)", [0])[0]
     print(f"the reader's connection was closed by the server {reconnects} time(s) (sent again); "
           f"{args.read_pause:g} s between its requests")  # fmt: skip
+    figures["reads"] = {
+        name: {"calls": len(s), "p50_ms": _p(s, 0.5) * 1000, "p95_ms": _p(s, 0.95) * 1000}
+        for name, s in result["reads"].items()
+    }
+    figures["rss_mb"] = {when: {"web": v[0], "worker": v[1]} for when, v in result["rss"].items()}
+    figures["worker_processes_replaced"] = result["replaced"]
     for name, samples in result["reads"].items():
         p95 = _p(samples, 0.95) * 1000
         print(f"{name:12} {len(samples):5} calls  p50 {_p(samples, 0.5) * 1000:7.1f} ms  "
@@ -574,12 +591,21 @@ def main() -> None:
     wal_bytes, fpi, checkpoints = result["wal"]
     print(f"WAL during the load: {wal_bytes / 1e9:.2f} GB, {wal_bytes / result['posted']:,.0f} "
           f"bytes a record, {fpi:,} full-page images, {checkpoints} checkpoints")  # fmt: skip
+    figures["wal_bytes"] = wal_bytes
     if args.backlog:
         rate, copy, seconds, streaks = shuffled_backlog(args, project)
         print(f"shuffled backlog of {args.backlog:,}: catch-up {rate:,.0f} rec/s ({seconds:.1f} s, "
               f"of which {streaks:.1f} s the streak recompute of the late minutes), copy "
               f"{copy:,.0f} rows/s, ratio {rate / copy:.3f} "
               f"({'met' if rate / copy >= 0.5 else 'NOT met'}; goal >= 0.5)")  # fmt: skip
+        figures["backlog"] = {
+            "catch_up_rec_s": rate,
+            "copy_rows_s": copy,
+            "seconds": seconds,
+            "streaks_s": streaks,
+            "ratio": rate / copy,
+        }
+    record_result("soak", figures)
     from django.db import connections
 
     connections.close_all()

@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import setup_django  # noqa: E402
+from bench.results import record_result  # noqa: E402
 
 
 def main() -> None:
@@ -82,6 +83,17 @@ def main() -> None:
     print(
         f"recompute of {len(keys)} minutes ({verdicts:,} verdicts) {best:.2f} s (best), "
         f"ordered read {ceiling:.2f} s (best); ratio {ceiling / best:.2f}"
+    )
+    record_result(
+        "streaks",
+        {
+            "options": vars(args),
+            "minutes": len(keys),
+            "verdicts": verdicts,
+            "recompute_best_s": best,
+            "ordered_read_best_s": ceiling,
+            "ratio": ceiling / best,
+        },
     )
 
 

@@ -1,4 +1,4 @@
-"""Refuse a URL no view can answer, once, before any view runs (DESIGN §2: no 5xx).
+"""Refuse a URL no view can answer, once, before any view runs (no 5xx).
 
 A NUL character (`%00`) in the path or the query string reaches no stored value (ingest never
 stores one in the envelope, and PostgreSQL refuses them in text), yet any query that carries

@@ -1,4 +1,4 @@
-"""503 with Retry-After when the database cannot be reached (DESIGN §2), in one place.
+"""503 with Retry-After when the database cannot be reached, in one place.
 
 PostgreSQL stopped, restarting or unreachable, or SQLite busy past its timeout, surfaces as an
 OperationalError or InterfaceError wherever the first query of a request runs: in a DRF view

@@ -113,9 +113,9 @@ POSTGRES_CONNECT_TIMEOUT = 5
 # And no JIT compilation. PostgreSQL compiles a query whose estimated cost passes
 # jit_above_cost (100,000), and on tables that were never analysed every estimate is a guess:
 # the streak recompute (records.rollup._SEGMENTS_SQL, its probes an Append over every day
-# partition) spent 0.69 s of its 1.46 s compiling 661 functions, and a shuffled backlog of
-# 200,000 records on 6 million caught up in 6.3-7.2 s without JIT against 7.4-7.7 s with it
-# (docs/benchmarks.md, Soak). Set through the connection's startup options, so that it holds
+# partition) spent about half its time compiling, and a shuffled backlog caught up faster
+# without JIT than with it (docs/decisions/0003-jit-off.md; bench/catchup.py and
+# bench/streaks.py measure both). Set through the connection's startup options, so that it holds
 # for every connection, the tests' included; URL `options` that name any jit setting (jit,
 # jit_above_cost, ...) are left as they are: the operator's choice wins.
 POSTGRES_STARTUP_OPTIONS = "-c jit=off"
@@ -246,7 +246,7 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Decisionboard API",
-    "DESCRIPTION": "Decision records in, metrics, runs and exports out (see DESIGN.md).",
+    "DESCRIPTION": "Decision records in, metrics, runs and exports out.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     # msgspec's JSON Schema for the record kinds is 3.1-shaped.
@@ -287,7 +287,7 @@ DECISIONBOARD = {
     # its own task and watermark, so that as many worker processes fold records in parallel.
     # Default 1: SQLite (the embedded default) runs one writer at a time, and `manage.py serve`'s
     # default worker has two slots that heartbeats and the alert tick share; set it to the
-    # worker processes you give the catch-up on PostgreSQL (docs/scale.md). Changing it on a
+    # worker processes you give the catch-up on PostgreSQL (docs/scaling.md). Changing it on a
     # running installation is safe (records.rollup._switch_lanes).
     "CATCHUP_LANES": env_int("DECISIONBOARD_CATCHUP_LANES", 1, minimum=1),
     # After each ingest commit, enqueue a (debounced) catch-up so rollups follow within seconds.
@@ -353,9 +353,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Bounded worker memory: a pool process whose resident size after a task (which always
 # finishes), the memory it freed given back, is above this is replaced by a fresh one, so that
 # the workers stay bounded over days whatever the heap keeps (workers.memory: the size after the
-# task, not the task's peak). A fresh pool process holds ~105-120 MB between the soak's passes,
-# and 150-175 MB once they are large (a catch-up behind): at 160 MB a 30-minute soak replaced
-# one every 30-60 s, for no flatter a worker (docs/benchmarks.md, Soak). The work is bounded: a
+# task, not the task's peak). The bound sits above what a pool process holds once its passes
+# are large (a catch-up behind): lower, the workers replace a process every minute or so for
+# no flatter a worker (bench/soak.py prints the workers' memory). The work is bounded: a
 # catch-up pass folds at most 200,000 records on PostgreSQL (records.rollup), an export streams
 # 2,000 rows at a time (records.export), and each pool process takes one message at a time so
 # that a long export holds no others back.

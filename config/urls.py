@@ -11,7 +11,7 @@ from ops import views as ops_views
 
 urlpatterns = [
     path("api/v1/", include("api.urls")),
-    # OTLP/HTTP at the path an exporter appends to OTEL_EXPORTER_OTLP_ENDPOINT (DESIGN §5).
+    # OTLP/HTTP at the path an exporter appends to OTEL_EXPORTER_OTLP_ENDPOINT.
     path("v1/traces", OtlpTracesView.as_view(), name="otlp-traces"),
     path("api/docs/", DocsView.as_view(), name="api-docs"),
     re_path(
@@ -19,7 +19,7 @@ urlpatterns = [
         docs_asset,
         name="api-docs-asset",
     ),
-    # Prometheus (behind DECISIONBOARD_METRICS_TOKEN) and the probes (DESIGN §5).
+    # Prometheus (behind DECISIONBOARD_METRICS_TOKEN) and the probes.
     path("metrics", ops_views.metrics, name="ops-metrics"),
     path("healthz", ops_views.healthz, name="ops-healthz"),
     path("readyz", ops_views.readyz, name="ops-readyz"),

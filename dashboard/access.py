@@ -52,7 +52,8 @@ def operator_projects(request: HttpRequest) -> list[Project]:
 
 
 def get_project_for_user(request: HttpRequest) -> Project:
-    """The project the page is about: `?project=`, else the session's, else the first one.
+    """The project the page is about: `?project=`, else the one the login session remembers,
+    else the first one.
 
     One query (the operator's projects). A named project the operator is not in is a 404; an
     operator in no project at all gets a 404 that says so.

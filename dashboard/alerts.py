@@ -1,4 +1,4 @@
-"""The alerts pages (DESIGN §6, §7): rules with their state, the rule form with its preview,
+"""The alerts pages: rules with their state, the rule form with its preview,
 the event history, pause and silence, and the channels with a "send test" button.
 
 Every page is scoped to the operator's projects: another project's rule or channel is a 404.

@@ -1,4 +1,4 @@
-"""The classifiers page (DESIGN §6): latency percentiles by classifier model over time, skip
+"""The classifiers page: latency percentiles by classifier model over time, skip
 reasons, pick errors, first-pick agreement, ladder fallbacks, the verdict mix, unavailable
 causes and role-defaulted reasons. One rollup read (dashboard.rollups.classifiers_page)."""
 

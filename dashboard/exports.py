@@ -1,4 +1,4 @@
-"""The exports page: the jobs of the operator's projects, and a form to start one (DESIGN §6, §8).
+"""The exports page: the jobs of the operator's projects, and a form to start one.
 
 The form takes the filter vocabulary of records.filters; its fields can be pre-filled from the
 query string, so another page (the runs page) can link here with its filters. A job runs in a

@@ -5,10 +5,10 @@ Five causes, each read where it is already counted:
 - `route_fallback`, `route_unroutable`: pre-flight route swaps, the notices
   `route.fallback_to_primary` and `route.classifier_unroutable` (NOTICE rollups, by code);
 - `ladder`: classifications that walked on from the seat to the main model (the
-  derived.classification rollups with fell_back "1", DESIGN §4's ladder fallbacks);
+  derived.classification rollups with fell_back "1", the ladder fallbacks);
 - `reliability`: reliability events of type `fallback_triggered` (RELIABILITY rollups);
 - `router`: model selections whose selected model is not the default (SELECTION rollups, the
-  swaps of DESIGN §4).
+  swaps).
 
 The page reads those rollups once (records.reader), the runs table for the runs of the range
 (how many moved, and the recent ones with their flags), and one run's records for the chain of

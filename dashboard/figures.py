@@ -5,11 +5,12 @@ JSON-ready dict ({"data": [...], "layout": {...}}) that a page embeds with `json
 locally served plotly.js draws (static/dashboard/charts.js). Traces are plotly.graph_objects, so
 a wrong property fails here, in Python, not silently in the browser.
 
-Speed: a go.Figure costs ~10 ms to build and validate and a go.Scatter ~1 ms, a page draws up
-to thirty traces, and the pages have a 150 ms budget. So what plotly.graph_objects validates is
-the part that can be wrong, the style (trace type, mode, line, marker, hover template): each
-distinct style is validated once (go.Scatter(**style), cached) and the data arrays (x, y, names)
-are added to a copy. Each chart's layout is validated the same way (go.Layout, cached).
+Speed: plotly validates every property of a go.Figure and of each go.Scatter as it builds them, a
+page draws up to thirty traces, and the pages have a 150 ms budget (bench/pages.py). So what
+plotly.graph_objects validates is the part that can be wrong, the style (trace type, mode, line,
+marker, hover template): each distinct style is validated once (go.Scatter(**style), cached) and the
+data arrays (x, y, names) are added to a copy. Each chart's layout is validated the same way
+(go.Layout, cached).
 
 Record text (model, tool and agent names) goes into the figure as data: plotly.js sets it as SVG
 text, never as markup, and the JSON travels in a `json_script` element, never as page markup.
@@ -254,7 +255,7 @@ def _value_label(name: str, value: Any) -> str:
 
 def _drawn(series: Sequence[dict]) -> list[dict]:
     """The series to draw as lines: a group of records that reported no model is counted in
-    totals and told beside the chart, never a line that sets the chart's scale (DESIGN §4)."""
+    totals and told beside the chart, never a line that sets the chart's scale."""
     return [s for s in series if not ("model" in s["group"] and not s["group"]["model"])]
 
 

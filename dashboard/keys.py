@@ -1,4 +1,4 @@
-"""API keys of the operator's projects (DESIGN §2, §5): create one (its secret shown once, with
+"""API keys of the operator's projects: create one (its secret shown once, with
 its scope), list them with when each was last used, revoke one. A key is stored hashed
 (records.models.ApiKey), so the page can show the secret only in the answer to its creation.
 """

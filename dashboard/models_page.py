@@ -1,4 +1,4 @@
-"""The models page (DESIGN §6): the swap matrix default → selected, swaps over time, the model
+"""The models page: the swap matrix default → selected, swaps over time, the model
 the router selected at each step, refused forced tool choices by provider and model, and model
 call latency and tokens. One rollup read (dashboard.rollups.models_page)."""
 

@@ -1,4 +1,4 @@
-"""The overview (DESIGN §6): KPIs against the previous period, time series, firing alerts,
+"""The overview: KPIs against the previous period, time series, firing alerts,
 data freshness and the most recent runs of the current project."""
 
 from __future__ import annotations

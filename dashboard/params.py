@@ -15,7 +15,7 @@ from records.filters import PARAMS, FilterError, Filters, parse_filters
 
 
 def filter_params(request: HttpRequest) -> dict[str, str]:
-    """The filters of DESIGN §5 from the query string.
+    """The filters from the query string.
 
     `has` may come as checkboxes (has=swap&has=error) or as one comma list (has=swap,error, as
     the API and shared links write it); both mean the same.

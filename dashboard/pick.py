@@ -1,4 +1,4 @@
-"""One classifier pick (DESIGN §6): the ranked distribution with offered, served, chosen and
+"""One classifier pick: the ranked distribution with offered, served, chosen and
 doors marked, narrowing and its skip reason, the outcome, latency and tokens, and the
 neighbouring iterations. Reads this run's records only."""
 

@@ -333,7 +333,7 @@ def overview(project_id: int, now: datetime, period_name: str, agents: list[str]
         "end": end,
         "kpis": kpis,
         "records_by_kind": records_by_kind["series"],
-        # Records that named no classifier model count in the KPI, not as a line (DESIGN §4).
+        # Records that named no classifier model count in the KPI, not as a line.
         "latency_by_model": [s for s in latency if s["points"] and s["group"]["model"]],
         "rates": rates,
     }
@@ -443,7 +443,7 @@ def classifiers_page(project_id: int, now: datetime, period_name: str, agents: l
     ]
     rows_by_kind = by_kind(rows)
     # Picks and pick errors that named no classifier model: counted in every total and listed
-    # in the tables, never drawn as a per-model line (DESIGN §4).
+    # in the tables, never drawn as a per-model line.
     unreported = sum(t["count"] for t in latency_totals if not t["model"])
 
     def fold(name: str, group_by: str | None = None) -> dict:

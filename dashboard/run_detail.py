@@ -1,4 +1,4 @@
-"""One run (DESIGN §6): header, sub-runs, the iteration-by-iteration timeline of every record,
+"""One run: header, sub-runs, the iteration-by-iteration timeline of every record,
 a timeline of latencies, and live refresh while the run is active.
 
 Reads the run summary and this run's records only (index record_run_ts), a page of

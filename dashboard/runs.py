@@ -1,4 +1,4 @@
-"""The runs list (DESIGN §6): every filter of DESIGN §5 in the URL, sortable, keyset pages.
+"""The runs list: every filter in the URL, sortable, keyset pages.
 
 The filters are records.filters' (the API's and the exports'), applied to the run summaries
 the workers keep, so a page is one indexed query however many runs and records there are. A page

@@ -3,10 +3,10 @@
 There is no session table: a session is its runs, and the run summaries (records.models.Run)
 hold every counter but tokens. The list is the sessions in order of their latest run, found by
 walking the runs newest first (index run_recent) and keeping each session the first time it
-appears; a page link carries the position (last_ts, id) of its last session's latest run, and
-the next page skips the sessions that have a run before that position (index run_session, one
-query per batch of runs walked). So a page costs what its sessions cost, never a GROUP BY over
-every run of the project, and the plan needs no table statistics.
+appears; a page link carries the position (last_ts, id) of the latest run of its last
+session, and the next page skips the sessions that have a run before that position (index
+run_session, one query per batch of runs walked). So a page costs what its sessions cost,
+never a GROUP BY over every run of the project, and the plan needs no table statistics.
 
 The page's sessions are then added up in one grouped query over their runs (index run_session);
 tokens, which the run summaries do not keep, are summed from those runs' records (index
@@ -47,7 +47,7 @@ BATCH = 500  # runs walked per query
 FIRST_SLICE = timedelta(hours=1)  # the first slice of last_ts a page walks
 MAX_WALK = 20_000  # runs walked for one page at most; the page then ends early, with a link on
 TOKEN_RECORDS = 50_000  # records read to sum a page's tokens at most
-SESSION_RUNS = 500  # runs listed on a session's page
+SESSION_RUNS = 500  # runs listed on the page of a session
 FLAGS = ("swap", "fallback", "error", "contract_break", "violation")
 
 
@@ -163,7 +163,7 @@ _MARK = "\x1fsession\x1f"  # where a branch's session id goes (never sent to the
 def _each_session(branch: QuerySet, session_ids: list[str]) -> list[tuple]:
     """The rows of `branch` (filtered on session_id=_MARK) for each session id, as one
     UNION ALL. The branch is compiled once and its SQL repeated: the ORM's own union compiles
-    every branch, ~2 ms each for the counters' fifty, most of a page."""
+    every branch, each of the counters' fifty, which was most of a page (bench/pages.py)."""
     if not session_ids:
         return []
     compiler = branch.query.get_compiler(using=branch.db)

@@ -1,4 +1,4 @@
-"""Static files: hashed, compressed and long-cached once collected (DESIGN §1: no CDN).
+"""Static files: hashed, compressed and long-cached once collected (no CDN).
 
 `manage.py collectstatic` (bin/start runs it through `ensure_collected`) writes each file under a
 name that carries its content hash, with a gzip copy beside it; WhiteNoise serves those names with

@@ -1,4 +1,4 @@
-"""Contract-broken streaks (DESIGN §4, §6): per model the current and longest streak, when it
+"""Contract-broken streaks: per model the current and longest streak, when it
 last broke, a sparkline of the streak hour by hour, and a link to the runs with the verdicts
 behind it. Reads Streak and StreakSegment rows (dashboard.rollups.streaks_page)."""
 

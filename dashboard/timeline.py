@@ -33,8 +33,9 @@ from records.keys import (
     VERDICT,
 )
 
-# The run page shows a run's records this many at a time: a page renders in ~0.25 ms a record
-# (a run of 20,000 records would be a 20 MB page that takes seconds), and most runs fit in one.
+# The run page shows a run's records this many at a time: a page's size and render time grow
+# with its records (a run of tens of thousands would be a page of megabytes that takes
+# seconds), and most runs fit in one.
 PAGE_SIZE = 200
 # A run that has not stopped and had a record this recently is live: its page polls for more.
 ACTIVE_FOR = timedelta(minutes=10)

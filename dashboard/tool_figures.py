@@ -43,7 +43,7 @@ def over_time(series: Sequence[tuple[datetime, ToolStats]]) -> Figure:
 
 def rates(groups: dict[str, list[tuple]], *, models: bool) -> Figure:
     """One line per group ([(t, value, count)]), on a percentage axis. A group of rows that
-    named no classifier model is counted in the tables, never drawn (DESIGN §4)."""
+    named no classifier model is counted in the tables, never drawn."""
     traces = [
         _trace(
             "Scatter",

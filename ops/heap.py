@@ -1,20 +1,17 @@
 """Keep the garbage collector off the objects a process holds for its whole life.
 
-CPython's full collection walks every object the collector tracks. A web process holds some
-120,000 from startup alone (Django, DRF, the models, the URL conf's views, plotly's figure
-classes), and on this VM a full collection of them took 65-86 ms, about 0.6 µs an object. The
-collector runs one whenever enough new objects have survived two younger collections: every
-~10,000 ingested records in a web process, every ~10 requests of the run comparison page. Each
-stalls whatever the process is serving: bench/pages.py's run comparison had a p50 of 55 ms and
-a p95 of 155-225 ms, its slow requests the ones a full collection fell into (docs/benchmarks.md,
-Pages, twelfth session).
+CPython's full collection walks every object the collector tracks. A web process holds over a
+hundred thousand from startup alone (Django, DRF, the models, the URL conf's views, plotly's
+figure classes), so a full collection of them is long. The collector runs one whenever enough
+new objects have survived two younger collections, which ingest and the heavier pages reach
+every few thousand records or every few requests. Each stalls whatever the process is serving,
+and those stalls are the slow tail of a page's latency (bench/pages.py measures it).
 
 gc.freeze() moves every object that exists into a permanent generation that no collection
-walks; a full collection then walks only what was made since (7 ms instead of 65-86 in the
-same measurement). A process freezes once it has imported what it serves with, after a
-collection so that startup garbage is freed rather than kept. What is frozen is never
-collected: an object of startup that becomes garbage later is not freed, which for modules,
-classes and settings does not happen.
+walks; a full collection then walks only what was made since. A process freezes once it has
+imported what it serves with, after a collection so that startup garbage is freed rather than
+kept. What is frozen is never collected: an object of startup that becomes garbage later is
+not freed, which for modules, classes and settings does not happen.
 """
 
 from __future__ import annotations

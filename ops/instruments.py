@@ -37,7 +37,7 @@ OTLP_REJECTED_SPANS = Counter(
     "OTLP spans rejected (mapped to nothing, or a record from them was invalid), by project.",
     ["project"],
 )
-# Around the 150 ms goal of DESIGN §9, so that the share of requests under it can be read off.
+# Around the 150 ms goal, so that the share of requests under it can be read off.
 HTTP_REQUEST_SECONDS = Histogram(
     "decisionboard_http_request_duration_seconds",
     "Time to answer a request (to the first byte of a streamed one), by method, URL route and "

@@ -15,7 +15,7 @@ def truncate(ts: datetime, grain: str) -> datetime:
     return ts if grain == Grain.HOUR else ts.replace(hour=0)
 
 
-# datetime.replace costs ~1.5 µs (its keyword parsing), a tenth of a record's fold: the pass
+# datetime.replace is slow (its keyword parsing), a real share of a record's fold: the pass
 # looks buckets up by their fields instead, each bucket built once. The pass's timestamps all
 # come from the database in UTC (settings.TIME_ZONE), so the fields name one instant.
 BUCKET_MEMO: dict[tuple, datetime] = {}

@@ -1,6 +1,6 @@
 """Demo data: a deterministic generator of realistic decision records.
 
-`generate_records()` plays agent runs the way the frameworks of DESIGN §3 file them: per loop
+`generate_records()` plays agent runs the way the frameworks file them: per loop
 iteration a model selection, a classifier pick (or a pick error), the model call, the outcome,
 the turn as seen on the wire, classifier-ladder verdicts for gated tool calls, and the notices,
 provider errors and reliability events that go with them. Records are plain dicts in the posted

@@ -1,7 +1,9 @@
 """Derived fields and facet columns, computed once on ingest from a validated payload.
 
+What each field means: docs/architecture.md, "Derived fields".
+
 Pure functions over the Structs of `records.schema`: no database, no settings. Each returns the
-facet columns the store indexes (the model a metric of DESIGN §4 groups by, iteration, latency,
+facet columns the store indexes (the model a metric groups by, iteration, latency,
 skip reason, outcome, the `has` flags) and the `derived` object stored beside the data.
 """
 
@@ -34,14 +36,14 @@ class Derived:
     tokens_in: int | None = None
     tokens_out: int | None = None
     # Every model the record names besides `model` (selected and previous model, seat model,
-    # a notice's from / to): what the `model` filter matches too (DESIGN §5).
+    # a notice's from / to): what the `model` filter matches too.
     other_models: tuple[str, ...] = ()
-    # Promises of the sending framework that the record breaks (DESIGN §3): kept, flagged.
+    # Promises of the sending framework that the record breaks: kept, flagged.
     violations: list[str] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
 
 
-# --- contract violations (DESIGN §3) --------------------------------------------------------------
+# --- contract violations --------------------------------------------------------------------------
 # A record that breaks a promise of its framework is stored and flagged with these codes, never
 # rejected: the evidence of a broken contract is what an operator needs to see.
 PICK_VIOLATIONS = (
@@ -299,7 +301,7 @@ def derive_provider_error(d: s.ProviderError) -> Derived:
 
 
 def is_forced_tool_choice_refusal(d: s.ProviderError) -> bool:
-    """DESIGN §3: the provider named the refusal, or refused a request carrying a tool choice
+    """The provider named the refusal, or refused a request carrying a tool choice
     outright (400, not retryable). An overload that happened to carry a tool choice is not one."""
     if d.error == "UnsupportedToolChoiceError":
         return True

@@ -1,4 +1,5 @@
-"""Exports of filtered records as CSV, JSONL and Parquet (DESIGN §8), as plain functions.
+"""Exports of filtered records as CSV, JSONL and Parquet (docs/api.md, "Exports"), as plain
+functions.
 
 `export_rows()` reads records from a server-side cursor (PostgreSQL: a named cursor, fetched
 `chunk_size` rows at a time) in (ts, id) order, with `data` and `derived` as JSON text so that
@@ -94,7 +95,7 @@ def parse_format(value: str | None) -> str:
 
 
 class UtcText(Func):
-    """A timestamp as ISO 8601 text in UTC, whatever the session's TimeZone and DateStyle."""
+    """A timestamp as ISO 8601 text in UTC, whatever the connection's TimeZone and DateStyle."""
 
     output_field = TextField()
     template = "CAST(%(expressions)s AS text)"  # SQLite keeps timestamps as UTC text already
@@ -332,7 +333,8 @@ class _Spool(io.RawIOBase):
 
 
 # Rows a row group: each is built in memory (Python rows, then Arrow arrays) before it is
-# written. 5,000 keeps a web process under 200 MB with pyarrow loaded; 20,000 went past it.
+# written, so this bounds what a streaming export adds to a web process's memory with pyarrow
+# loaded (bench/export.py holds the web peak to its goal whatever the row count).
 PARQUET_ROW_GROUP = 5_000
 
 

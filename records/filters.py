@@ -1,4 +1,4 @@
-"""The one filter vocabulary of DESIGN §5: from, to, agent, model, kind, run_id, session_id, has.
+"""The one filter vocabulary: from, to, agent, model, kind, run_id, session_id, has.
 
 `parse_filters` turns query parameters into `Filters`, or raises FilterError naming the parameter;
 the API lists, the metrics, the runs page and the exports all read the same `Filters`, and
@@ -185,7 +185,7 @@ def filter_runs(queryset: QuerySet, filters: Filters) -> QuerySet:
 
 
 def _names_model(models: list[str]) -> Q:
-    """DESIGN §5: a record matches `model` when any of its model fields names it: `model` (the
+    """A record matches `model` when any of its model fields names it: `model` (the
     metric's model) or `named_models` (records.normalise.named_models, "|a|b|")."""
     condition = Q(model__in=models)
     for name in models:

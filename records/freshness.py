@@ -1,4 +1,5 @@
-"""How far the rollups lag the records, in constant time whatever the backlog (DESIGN §9).
+"""How far the rollups lag the records, in constant time whatever the backlog
+(docs/architecture.md, "Freshness").
 
 The catch-up (records.rollup) folds records in id order in a few lanes of projects, each with a
 watermark, so its lag is its worst lane's: a project's charts wait behind every record above its

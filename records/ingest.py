@@ -1,4 +1,4 @@
-"""Ingest as a domain function (DESIGN §2): judge each posted record, store the good ones.
+"""Ingest as a domain function: judge each posted record, store the good ones.
 
 The HTTP view (api.ingest) decodes the body and answers; `seed_demo` and the benchmarks call
 the same function, so a record is judged and stored one way whoever sends it. Rejected records
@@ -22,7 +22,7 @@ from records.store import store_records
 class IngestResult:
     accepted: int
     duplicates: int
-    # {"index", "id", "errors"} of each rejected record, by index (DESIGN §2's 207 body).
+    # {"index", "id", "errors"} of each rejected record, by index (the 207 body).
     rejected: list[dict] = field(default_factory=list)
     # The records that passed and went to the store (new or duplicates), for the counters.
     valid: list[NormalisedRecord] = field(default_factory=list)

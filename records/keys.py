@@ -5,12 +5,12 @@ pick, the selected and previous model of a selection, and so on. Each kind decla
 of its key here, once; `encode` builds a key on ingest (records.derive) and `decode` reads it
 back in the metrics, the pages and the alert engine, so that none of them parses keys its own way.
 
-Besides the record kinds of DESIGN §3, the catch-up pass writes rows of *derived* kinds, which
+Besides the record kinds, the catch-up pass writes rows of *derived* kinds, which
 are not records and never count as records:
 
 - `CLASSIFICATION`: one per classification (run, toolCallId), in the bucket of its first rung-0
-  attempt, keyed by whether it fell back to rung 1 (the ladder fallback rate of DESIGN §4);
-- `VIOLATION`: one per broken contract of a record (DESIGN §3), in the record's bucket and
+  attempt, keyed by whether it fell back to rung 1 (the ladder fallback rate);
+- `VIOLATION`: one per broken contract of a record, in the record's bucket and
   under its model, keyed by the record's kind and the violation code; code "" counts each
   violating record once, whatever its number of codes;
 - the tool kinds of records.tools (TOOL, TOOL_CALL, TOOL_LINK, SELECTION_LINK, NARROWING): per

@@ -1,4 +1,4 @@
-"""The registry of record kinds: one entry per kind of DESIGN §3.
+"""The registry of record kinds: one entry per kind.
 
 The ingest path, the API docs and the tests all read this table; adding a kind is one Struct in
 `records.schema`, one function in `records.derive` and one line here.

@@ -1,8 +1,8 @@
-"""The metrics of DESIGN §4, computed from rollup rows only.
+"""The metrics (docs/architecture.md, "Metrics"), computed from rollup rows only.
 
 Each metric names the kinds whose rollups it reads, how a row is grouped (its natural grouping,
 or by agent), and an accumulator that turns rows into a value and the number of records behind
-it. `query_metric` reads the rows of one grain and returns the API shape of DESIGN §5.
+it. `query_metric` reads the rows of one grain and returns the API shape.
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ def _calibration(r: Row) -> list:
     return [(_by_model(r), (int(k["bin"]), r.count, agreeing, r.tokens_out))]
 
 
-# Violations (DESIGN §3): VIOLATION rows count violating records (code "") and each code; the
+# Violations: VIOLATION rows count violating records (code "") and each code; the
 # rate's denominator is every record.
 def _violation_rate(r: Row) -> list:
     if r.kind != VIOLATION:
@@ -262,7 +262,7 @@ def _violations(r: Row) -> list:
     return [({"kind": k["kind"], "code": k["code"], "model": r.model}, (r.count, r.count))]
 
 
-# Notices (DESIGN §3) by code, and by the detail fields their rollup key splits by
+# Notices by code, and by the detail fields their rollup key splits by
 # (keys.NOTICE_SPLITS), as "detail.<field>"; alerts.notices counts other detail fields.
 def _notices(r: Row) -> list:
     k = _key(r)
@@ -462,7 +462,7 @@ def fold_metric(
     group_by: str | None = None,
     models: list[str] | None = None,
 ) -> dict:
-    """The API shape of DESIGN §5 for metric `name` over `rows` (rows of other kinds skipped)."""
+    """The API shape for metric `name` over `rows` (rows of other kinds skipped)."""
     metric = _check(name, interval, group_by, start, end)
     kinds = set(metric.kinds)
     contribute = dict(metric.variants).get(group_by, metric.contribute)

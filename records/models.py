@@ -153,7 +153,7 @@ class Run(models.Model):
             models.Index(fields=["project", "parent_run_id"], name="run_parent"),
             # The read API's keyset: newest run first by id, which new records never change.
             models.Index(fields=["project", "-id"], name="run_keyset"),
-            # A session's runs, newest first (dashboard.sessions).
+            # The runs of a session, newest first (dashboard.sessions).
             models.Index(
                 fields=["project", "session_id", "-last_ts", "-id"],
                 condition=models.Q(session_id__isnull=False),
@@ -169,7 +169,7 @@ class Record(models.Model):
     """One decision record: the envelope as posted, facet columns derived on ingest, the data.
 
     The facet columns are what filters, metrics and pages query; `data` is kept exactly as posted
-    (unknown fields included) and `derived` holds the per-kind derived fields of DESIGN §3.
+    (unknown fields included) and `derived` holds the per-kind derived fields.
 
     On PostgreSQL the table is partitioned by day of `ts` (records.partitions, migration 0009):
     its real primary key is (id, ts), `id` is still unique (one sequence) and what Django
@@ -193,7 +193,7 @@ class Record(models.Model):
     session_id = models.CharField(max_length=200, null=True, blank=True)
     agent = models.CharField(max_length=200, null=True, blank=True)
     parent_run_id = models.CharField(max_length=200, null=True, blank=True)
-    # The model a metric of DESIGN §4 groups this record by (classifier.model for picks,
+    # The model a metric groups this record by (classifier.model for picks,
     # default_model for selections, model for verdicts, calls and provider errors).
     model = models.CharField(max_length=200, null=True, blank=True)
     iteration = models.IntegerField(null=True, blank=True)
@@ -211,7 +211,7 @@ class Record(models.Model):
     # "|a|b|": every model the record names, when it names more than `model` (a selection's
     # selected and previous model, a verdict's seat): the `model` filter matches these too.
     named_models = models.TextField(null=True, blank=True)
-    # derived.violations is not empty (DESIGN §3); the catch-up may set it later (a notice
+    # derived.violations is not empty; the catch-up may set it later (a notice
     # repeated in its run).
     has_violation = models.BooleanField(default=False)
     data = models.JSONField()
@@ -352,7 +352,7 @@ class Rollup(models.Model):
 
 
 class Classification(models.Model):
-    """One classification of a gated tool call (DESIGN §4, ladder fallback rate): the attempts
+    """One classification of a gated tool call (the ladder fallback rate): the attempts
     of one (run_id, toolCallId), kept by the catch-up pass.
 
     It counts in the bucket of its first rung-0 attempt (`first_ts`), under that attempt's seat
@@ -430,7 +430,7 @@ class ToolMiss(models.Model):
 
 
 class Streak(models.Model):
-    """The contract-broken streak of one model (DESIGN §4), in verdict `ts` order.
+    """The contract-broken streak of one model, in verdict `ts` order.
 
     The fold of the model's StreakSegment days (records.streaks), kept for reading.
     """

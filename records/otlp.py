@@ -2,10 +2,10 @@
 
 An OTLP/HTTP export (`ExportTraceServiceRequest`, protobuf or OTLP JSON) is decoded here, each
 span is read into a plain `SpanView`, and the declarations below turn spans and span events into
-records of DESIGN §3 — raw envelopes, judged by the same `records.normalise.normalise` as native
+records — raw envelopes, judged by the same `records.normalise.normalise` as native
 ingest. Pure functions: no database, no settings, no views (api/otlp.py serves the endpoint).
 
-The mappings (docs/otlp.md is the user's copy of this table):
+The mappings (docs/api.md, "OTLP", is the user's copy of this table):
 
 - a GenAI inference span (`gen_ai.operation.name` chat, text_completion, generate_content)
   → `model_call`; the same span failed (status ERROR or `error.type`) → `provider.error`;
@@ -383,7 +383,7 @@ class Trace:
 
     A span's parent may have been exported in another request (a parent ends after its children,
     so batching exporters often send it later): then the chain stops there, and what the span
-    inherits comes from the resource (see docs/otlp.md on deterministic runs).
+    inherits comes from the resource (see docs/api.md, "OTLP", on deterministic runs).
     """
 
     def __init__(self, spans: list[SpanView]):
@@ -499,7 +499,7 @@ def _string(value: Any) -> str | None:
 # --- the mapped records ------------------------------------------------------------------------
 @dataclass(slots=True)
 class Mapped:
-    """One raw record (the envelope of DESIGN §2) and the span (or span event) it came from."""
+    """One raw record (the record envelope) and the span (or span event) it came from."""
 
     span: SpanView
     raw: dict[str, Any]
@@ -1038,7 +1038,7 @@ def _summary(mapping: Mapping) -> str:
     shown = "; ".join(messages[:_MAX_PROBLEMS_SHOWN])
     more = len(messages) - _MAX_PROBLEMS_SHOWN
     rejected = len(mapping.problems)
-    head = f"{rejected} of {len(mapping.spans)} spans rejected (see docs/otlp.md): "
+    head = f"{rejected} of {len(mapping.spans)} spans rejected (see docs/api.md, OTLP): "
     return head + shown + (f"; and {more} more" if more > 0 else "")
 
 

@@ -239,8 +239,8 @@ def expired_day(table: str) -> date:
 # a sort per key would cost what this design avoids).
 #
 # One statement a day, not batches: nothing waits on an expired day's keys (ingest only for a
-# resend of one of them), and batches by row address (LIMITed) cost half as much again, 0.3-0.4 s
-# a day of 300,000 keys against 0.2-0.25 s (docs/benchmarks.md). The commit need not wait for
+# resend of one of them), and batches by row address (LIMITed) cost more in all
+# (bench/retention.py measures the expiry). The commit need not wait for
 # the disk: a delete lost in a crash is done again by the next expiry, with the DROP.
 KEY_DELETE_PLAN = (
     "SET LOCAL enable_seqscan = off; SET LOCAL enable_nestloop = off; "

@@ -108,7 +108,7 @@ def read(
 
 
 # The reads below are written out: every page and metrics call makes one to four of them, and
-# the ORM took ~1 ms to build and compile each, more than the database took to run most.
+# the ORM took longer to build and compile each than the database took to run most.
 # One text for both databases (CAST, positional GROUP BY); values adapted as the ORM adapts
 # them (datetimes for SQLite, LIKE with its escapes).
 _TABLE = Rollup._meta.db_table

@@ -1,7 +1,7 @@
 """Re-derive stored records and rebuild everything the catch-up pass keeps.
 
 The derived columns are computed on ingest (records.derive). When a derivation changes (a
-definition of DESIGN §3 corrected, a new facet), the stored records are derived again from their
+definition corrected, a new facet), the stored records are derived again from their
 data, and the rollups, classifications, tool decisions, streaks and run summaries are dropped
 and the watermark reset, so the workers fold every record in again with the new definitions. A
 migration that changes a derivation calls `rebuild`; so can an operator (`manage.py

@@ -365,8 +365,8 @@ def _in(column: str, values: list) -> tuple[str, list]:
 
 
 # --- the keys' follow-up VACUUM --------------------------------------------------------------
-# Expired keys are dead rows in records_recordkey until a VACUUM, and autovacuum may be off
-# (FACTS.md). A VACUUM reads the whole table and its index, so running one after every expired
+# Expired keys are dead rows in records_recordkey until a VACUUM, and autovacuum may be off.
+# A VACUUM reads the whole table and its index, so running one after every expired
 # day would cost in proportion to every key kept; it runs once the dead keys reach this share
 # of the live ones (autovacuum's own default), so that its cost per expired key stays the same
 # at any size. It follows the expiry: readers and ingest stopped seeing the day before it.

@@ -299,12 +299,11 @@ class _Batch:
 # Records per pass at most (a lane's share of them with lanes). A pass costs in proportion to
 # its records and to the rollup cells, runs and classifications they touch; a backlog in ts
 # order touches few per record, but one spread over half an hour touches every minute's cells
-# and every run in every pass, so fewer, larger passes caught a shuffled backlog up 2x faster
-# (100k against 20k: docs/benchmarks.md), and 1.33x again at 200k (a pass's state read back by
-# the next one). Rows are streamed (_fetch), so the worker's memory grows with the cells, runs
-# and decisions, not the rows: a 200k pass of a shuffled backlog peaked 163 MB above its
-# process's start (230 MB); what a process keeps after its pass is what the worker's memory
-# bound judges (WORKER_MAX_MEMORY_PER_CHILD, workers.memory).
+# and every run in every pass, so fewer, larger passes catch a shuffled backlog up faster (less
+# of a pass's state is read back by the next one; bench/catchup.py measures it). Rows are
+# streamed (_fetch), so the worker's memory grows with the cells, runs and decisions, not the
+# rows; what a process keeps after its pass is what the worker's memory bound judges
+# (WORKER_MAX_MEMORY_PER_CHILD, workers.memory).
 DEFAULT_BATCH = {"postgresql": 200_000, "sqlite": 5_000}
 
 
@@ -346,8 +345,8 @@ def catch_up(
 # its parse errors again (and probes the verdicts around each: _SEGMENTS_SQL). Records that
 # arrive up to half an hour late dirty every minute of that half hour in every pass, so
 # recomputing after each catch-up call (one every second or two under load) read the last half
-# hour's verdicts again and again: a third of the worker's time in bench/soak.py (when it read
-# every verdict of a minute). 20 s gave no clear gain in one soak (docs/benchmarks.md). Counts,
+# hour's verdicts again and again, a large share of the worker's time in bench/soak.py; waiting
+# longer than this bought no clear gain there. Counts,
 # rates and latencies are not held back by it; a streak misses its late verdicts for this long
 # (plus one beat tick, or longer by STREAK_COST_SHARE), and the streaks API says since when
 # (`streaks.folded_at`, `streaks.dirty_minutes`).
@@ -374,8 +373,8 @@ STREAK_COST_SHARE = 4
 # 30,000: the plans over these tables need the number of distinct runs, sessions, kinds and
 # models and the spread of the times roughly (an index lookup or a range, not a scan), which
 # that gives. Under sustained ingest into a new day the catch-up analyses it every fifth of
-# growth: in bench/soak.py that was an ANALYZE every 10-20 s taking 0.6-2.5 s of a core, and
-# the day partition's alone 1.0-2.6 s on 1.7M records, against 0.13-0.15 s with this sample.
+# growth, often enough that the default sample's ANALYZE takes a real share of a core, and
+# the cost grows with the day partition; this sample keeps it small (bench/soak.py shows it).
 # A column's own target (the JSON bodies' 0) still holds; an operator's or autovacuum's
 # ANALYZE uses the server's default.
 ANALYZE_MIN_RECORDS = 50_000
@@ -420,14 +419,14 @@ def analyze_if_grown(*, min_records: int = ANALYZE_MIN_RECORDS) -> bool:
 
 # The tables the passes update in place (UPSERTs of rollups, runs, classifications, segments,
 # tool decisions; the watermarks and streaks on every pass). Each update leaves the old row
-# version behind, and without a VACUUM every index scan keeps visiting them: after 15 passes
-# over 1.5M records the rollup table held six dead versions per live row, and the metrics
-# API's index scan of its rows took 24.5 ms, against 6.8 ms after a VACUUM. PostgreSQL here
-# runs without autovacuum (../shared/FACTS.md), and a production one's autovacuum wakes once
-# a minute, so the catch-up vacuums these tables itself once their dead versions pass
-# autovacuum's own rule (a fifth of the live rows), at least VACUUM_MIN_DEAD of them. A VACUUM
-# blocks neither reads nor writes; SKIP_LOCKED leaves a table another lane (or autovacuum) is
-# vacuuming. The records partitions are not here: ingest only inserts into them.
+# version behind, and without a VACUUM every index scan keeps visiting them: pass after pass
+# the rollup table gathers several dead versions per live row and the metrics API's index
+# scans of it slow down several times over. PostgreSQL may run without autovacuum, and a
+# production one's autovacuum wakes once a minute, so the catch-up vacuums these tables itself
+# once their dead versions pass autovacuum's own rule (a fifth of the live rows), at least
+# VACUUM_MIN_DEAD of them. A VACUUM blocks neither reads nor writes; SKIP_LOCKED leaves a
+# table another lane (or autovacuum) is vacuuming. The records partitions are not here:
+# ingest only inserts into them.
 VACUUM_MIN_DEAD = 5_000
 _VACUUMED_TABLES = (*_ANALYZED_TABLES, Watermark, Streak)
 
@@ -470,11 +469,11 @@ def _record_partitions(cursor) -> list[tuple[str, float, int]]:
 # (PostgreSQL). Under sustained ingest the passes ran back to back, each folding what arrived
 # during the one before: about a second of records. A pass costs in proportion to the rollup
 # cells, runs and decisions it touches as much as to its records, and records up to half an
-# hour late touch most of the last half hour's cells in any pass, however small: 120,000 records
-# spread over 30 minutes folded in passes of 8,000 took 9.1 s, in passes of 16,000 5.9 s, of
-# 32,000 4.7 s (docs/benchmarks.md, Soak). Spaced, a pass folds at least this long's records and
+# hour late touch most of the last half hour's cells in any pass, however small, so the same
+# records fold faster in fewer, larger passes (bench/soak.py measures the lag and the worker's
+# time). Spaced, a pass folds at least this long's records and
 # the worker leaves more of the cores to ingest and the pages; a record waits at most this long
-# more (the lag goal is 5 s at p95: DESIGN §9). A backlog is not held back: its passes take
+# more (the lag goal is 5 s at p95). A backlog is not held back: its passes take
 # longer than this. Only the workers' catch-up task spaces its passes (a test, a rebuild or a
 # benchmark folds at once); SQLite's passes, small and one writer at a time, never.
 PASS_SPACING_SECONDS = 2.0
@@ -531,7 +530,7 @@ def run_pass(
             try:
                 _waiter_lock(lane, take=False)
             except DatabaseError:  # a lock left held would make every other task skip
-                connection.close()  # the session's locks end with it
+                connection.close()  # the connection's locks end with it
 
 
 def _spacing_left(watermark: Watermark, spacing: float) -> float:
@@ -607,7 +606,8 @@ def _commit_without_flush() -> None:
 def _collector_paused():
     """Python's cyclic garbage collector paused for a pass: a pass allocates millions of
     objects and keeps hundreds of thousands (its cells, runs and decisions), so the collector
-    ran over them again and again, a sixth of a shuffled backlog's catch-up (docs/benchmarks.md).
+    ran over them again and again, a real share of a shuffled backlog's catch-up
+    (bench/catchup.py measures it).
     None of them is in a cycle: reference counting frees them as ever, and the collector, back
     on after the pass, finds whatever cycle a pass's queries left."""
     if not gc.isenabled():
@@ -677,7 +677,7 @@ def _fetch(after: int, upto: int, lane: int = 0, lanes: int = 1) -> Iterator[lis
     """The lane's records with after < id <= upto, as tuples of _FIELDS, in chunks (raw SQL:
     the ORM's per-value conversion cost as much as the rest of the pass). The lane is a filter
     on the primary key's range scan, not an index of its own: no plan to go wrong without
-    statistics, nothing more for ingest to maintain (docs/scale.md has the measurement).
+    statistics, nothing more for ingest to maintain (bench/scale.py measures the lanes).
 
     Read through a server-side cursor on PostgreSQL: a pass holds its aggregates, never all
     its rows, so a large pass (what a shuffled backlog needs, see DEFAULT_BATCH) costs the
@@ -794,7 +794,7 @@ def _runs_folded_before(batch: _Batch) -> set[tuple[int, str]]:
 
 
 def _merge_classifications(batch: _Batch) -> None:
-    """Fold this pass's verdict attempts into their classifications (DESIGN §4, ladder
+    """Fold this pass's verdict attempts into their classifications (the ladder
     fallback rate) and move each changed classification's count in the CLASSIFICATION rollups.
 
     One read of the stored classifications per project, one upsert: never a read per record.
@@ -912,7 +912,7 @@ def _stored_classifications(keys: list[tuple]) -> dict[tuple, tuple]:
 
 
 def _flag_repeated_notices(batch: _Batch, folded_upto: int) -> None:
-    """A once-per-run notice seen again in its run is a violation (DESIGN §3): every such
+    """A once-per-run notice seen again in its run is a violation: every such
     notice after the run's first, in arrival (id) order, is flagged and counted.
 
     One read per project of the runs' notices already folded in (ids up to `folded_upto`).
@@ -1058,9 +1058,9 @@ def _merged_sketches(grains: dict[str, dict[tuple, _Cell]]) -> dict[tuple, str]:
     """{(project, grain, bucket, kind, agent, model, key): sketch JSON} of the cells that hold
     latencies: on PostgreSQL with the stored sketch of the row merged in, read in one query.
 
-    Merging two sketches in SQL (json_add) cost ~40 µs a row, most of a pass's UPSERT once its
-    cells were already stored (a shuffled backlog, a live stream: docs/benchmarks.md); here it
-    is a few. Reading first is safe because nothing else writes a project's rollups while its
+    Merging two sketches in SQL (json_add) is slow, most of a pass's UPSERT once its cells
+    are already stored (a shuffled backlog, a live stream: bench/catchup.py); here it is
+    cheap. Reading first is safe because nothing else writes a project's rollups while its
     lane's pass holds the lane (ingest never does). SQLite, one writer at a time and small,
     keeps the merge in the UPSERT.
     """
@@ -1476,7 +1476,7 @@ def on_one_core(cursor) -> None:
     """No parallel workers for the rest of this transaction's queries (PostgreSQL). Background
     work keeps to one core: as a parallel query (a Gather Merge of two workers) the streak
     recompute took both cores of a 2-core machine for seconds at a time while pages and ingest
-    waited for them (docs/benchmarks.md, Soak)."""
+    waited for them (bench/soak.py)."""
     cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
 
 
@@ -1484,7 +1484,7 @@ def _dirty_segments_in_sql(ends: dict[tuple, tuple], last_id: int) -> dict[tuple
     """_dirty_segments on PostgreSQL: each minute's segment computed by the server from its
     parse errors and the stored end (_SEGMENTS_SQL), one query per project. Before, the server
     computed it over every verdict of the minute, and a recompute under half an hour of late
-    verdicts read millions of them (docs/benchmarks.md, Streak recompute)."""
+    verdicts read millions of them (bench/streaks.py measures the recompute)."""
     out = {key: streaks.EMPTY for key in ends}
     with connection.cursor() as cursor:
         on_one_core(cursor)

@@ -1,4 +1,4 @@
-"""The record kinds of DESIGN §3, declared once as msgspec Structs.
+"""The record kinds (docs/architecture.md, "Record kinds"), declared once as msgspec Structs.
 
 Field names are the emitting framework's own (camelCase for agentfootprint and MemberJunction,
 snake_case for rig). These declarations are the validation (closed enums, finite numbers, bounded
@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Union
 import msgspec
 from msgspec import Meta, Struct, field
 
-MAX_ITEMS = 1000  # DESIGN §3: arrays bounded, 1,000 items (and objects, 1,000 entries)
+MAX_ITEMS = 1000  # arrays bounded, 1,000 items (and objects, 1,000 entries)
 _MAX_FLOAT = sys.float_info.max
 
 # --- constrained scalars -------------------------------------------------------------------

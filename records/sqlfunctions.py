@@ -36,10 +36,10 @@ def fast_timestamps(cursor) -> None:
     """Have this (Django) cursor load timestamptz with psycopg's C loader.
 
     Django registers a Python subclass of psycopg's loader (to set the tzinfo it wants), and a
-    Python loader never gets psycopg's C version: a column of timestamps costs ~2.5 µs a value
-    instead of ~0.6 µs, a fifth of a catch-up pass. The C loader gives the session's time zone,
-    which Django sets to its own; so only where that is UTC, as Decisionboard runs (settings:
-    USE_TZ, TIME_ZONE "UTC"), and the values are the same datetimes, tzinfo included.
+    Python loader never gets psycopg's C version: a column of timestamps costs several times as much
+    a value, a real share of a catch-up pass (bench/catchup.py). The C loader gives the connection's
+    time zone, which Django sets to its own; so only where that is UTC, as Decisionboard runs
+    (settings: USE_TZ, TIME_ZONE "UTC"), and the values are the same datetimes, tzinfo included.
     """
     from django.db import connection
 
@@ -58,8 +58,8 @@ def register_sqlite(sender, connection, **kwargs) -> None:
 
 # Freshness (records.freshness) asks, on every overview and metrics API call, for the newest
 # record id and the first record above a watermark: two index probes of the primary key, but
-# over the records table's every day partition, which PostgreSQL planned afresh for each call
-# (~2.5 ms of planning against ~0.2 ms of execution on 34 partitions; more under load). A
+# over the records table's every day partition, which PostgreSQL planned afresh for each call,
+# the planning costing many times the execution and growing with the partitions. A
 # PL/pgSQL function keeps the plan of its statement for the session (the web's connections
 # persist: CONN_MAX_AGE), always the generic one, which walks every partition's index as the
 # custom one would: nothing about the watermark lets a plan prune a partition. Adding or

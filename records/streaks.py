@@ -1,4 +1,5 @@
-"""The contract-broken streak of DESIGN §4, as a monoid over verdict segments.
+"""The contract-broken streak (docs/architecture.md, "Streaks"), as a monoid over verdict
+segments.
 
 Over one model's verdicts in (ts, key) order a parse_error adds one, a ruling (allow or block)
 resets to zero and an unavailable classifier leaves the count alone. A `Segment` summarises a

@@ -10,11 +10,11 @@ old state held and adds what its new one holds, so any arrival order (an outcome
 pick, an earlier re-filed pick after a later one) ends with the rollups of in-order arrival.
 Nothing here is read at page time: the pages read the rollup rows through records.reader.
 
-Definitions, where DESIGN is silent:
+Definitions, where the metrics leave a choice open:
 
 - A *tool decision* is one (run_id, iteration): the `tool_choice.pick` of that iteration joined
   with the `tool_choice.outcome` of the same run and iteration, "what the model then called".
-  Turns carry no iteration (DESIGN §3), so *called* is the outcome's `called`; turns feed only
+  Turns carry no iteration, so *called* is the outcome's `called`; turns feed only
   the per-call rows (TOOL_CALL: calls, invented names, errors, latency).
 - A duplicate pick or outcome of one iteration (a re-filed record): the earliest by (ts, record
   key) counts, whichever arrives first. A pick error has no ranking and joins nothing.
@@ -23,7 +23,7 @@ Definitions, where DESIGN is silent:
 - A *miss* ("wanted but narrowed out") of a tool: the outcome called it or named it in
   `miss.wanted`, and its pick offered it without serving it.
 - *Agreement* is the outcome's `firstAgrees` (decisions without it are left out of agreement and
-  calibration, as DESIGN §4 leaves them out of first-pick agreement); *chosen-vs-called* is
+  calibration, as the metrics leave them out of first-pick agreement); *chosen-vs-called* is
   whether the top-ranked tool is among the called ones.
 - Narrowing to the *top N* serves the first N offered names of `ranked` (fewer when fewer were
   ranked) plus the doors, and the full set once N reaches the number offered (agentfootprint's

@@ -1,7 +1,7 @@
 """An independent oracle for the fallbacks, sessions and notice-alert numbers, and its corpus.
 
 Pure Python over the posted dicts only (never the derive code, the rollups, the key codec or the
-run summaries), straight from DESIGN §3–§4, so a mistake in any of those shows as a difference.
+run summaries), straight from the definitions, so a mistake in any of those shows as a difference.
 The corpus spreads runs over sessions (and none), crosses minute and hour boundaries, swaps
 models, walks classifier ladders (tests/oracle.py's classifications, arriving in any order),
 files route notices with and without detail, reliability events of every type, and gives a

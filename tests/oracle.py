@@ -1,4 +1,4 @@
-"""An independent oracle for every metric of DESIGN §4, and a corpus that tries to fool it.
+"""An independent oracle for every metric, and a corpus that tries to fool it.
 
 The oracle reads only the posted dicts: never the derive code, the rollups or the key codec, so a
 mistake in any of them shows as a difference. Each metric is computed per time bucket (minute,
@@ -257,7 +257,7 @@ def bucket(moment: datetime, interval: str) -> datetime:
 
 
 def violations(records: list[dict]) -> dict[str, list[str]]:
-    """{record id: violation codes}, straight from DESIGN §3."""
+    """{record id: violation codes}, straight from the definitions."""
     out: dict[str, list[str]] = {}
     for r in records:
         d, codes = r["data"], []
@@ -500,7 +500,7 @@ class Oracle:
 
 
 def _metric_model(r: dict) -> str | None:
-    """The model DESIGN §4 groups a record by, for the per-model violation rate."""
+    """The model a metric groups a record by, for the per-model violation rate."""
     d = r["data"]
     kind = r["kind"]
     if kind.startswith("tool_choice.pick"):
@@ -531,7 +531,7 @@ def group_tuple(group: dict, fields: Iterable[str]) -> tuple:
 def approx(got: float | None, want: float | None, quantile: bool) -> bool:
     if got is None or want is None:
         return got is want
-    if quantile:  # DESIGN §4: within 1 % relative error of the exact quantile
+    if quantile:  # within 1 % relative error of the exact quantile
         return abs(got - want) <= 0.0101 * abs(want) + 1e-9
     return abs(got - want) <= 1e-9 * max(1.0, abs(want))
 

@@ -79,7 +79,7 @@ RECORD_CASES: list[tuple[dict[str, str], list[str]]] = [
     ({"from": at(2), "to": at(12)}, ["a3", "b1", "b2"]),
     ({"agent": "support-bot"}, ["a1", "a2", "a3"]),
     ({"agent": "support-bot,research-assistant"}, ["a1", "a2", "a3", "c1", "c2"]),
-    # DESIGN §5: any model field names the model: a1 selected gpt-5 (its default is sonnet).
+    # Any model field names the model: a1 selected gpt-5 (its default is sonnet).
     ({"model": "gpt-5"}, ["a1", "b3"]),
     # b2, a fallback notice, fell back to sonnet.
     ({"model": "claude-sonnet-4-5,qwen3-8b"}, ["a1", "b1", "b2"]),

@@ -197,7 +197,7 @@ def exact(records: list[dict]) -> dict:
         )
         for m in latencies
     }
-    # Picks and pick errors alike (DESIGN §4).
+    # Picks and pick errors alike.
     out["narrowing_skip_rate"] = {}
     for m in CLASSIFIERS:
         mine = [r for r in picks + errors if r["data"]["classifier"]["model"] == m]
@@ -273,7 +273,7 @@ def _when(r: dict) -> datetime:
 
 
 def classifications(records: list[dict]) -> dict[tuple, tuple[dict, bool]]:
-    """DESIGN §4: a classification is one (run_id, toolCallId); it counts at its first rung-0
+    """A classification is one (run_id, toolCallId); it counts at its first rung-0
     attempt (rung 0, not a re-ask) and fell back when any attempt on rung 1 exists.
     {(run, call): (first rung-0 attempt, fell back)}, classifications without one left out."""
     attempts = defaultdict(list)

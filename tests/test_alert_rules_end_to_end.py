@@ -1,4 +1,4 @@
-"""Rules on every metric family of DESIGN §4, driven the way production drives them.
+"""Rules on every metric family, driven the way production drives them.
 
 Records are posted through POST /api/v1/records, folded by the workers' catch-up pass
 (records.rollup.catch_up) and evaluated by the engine's tick at a chosen `now`. Each rule fires

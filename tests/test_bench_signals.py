@@ -2,7 +2,7 @@
 
 Each test runs a small benchmark-shaped script in its own process, as bench/soak.py runs:
 children started with workers.processes (each leading its own process group; a gunicorn
-worker leads a session of its own, gunicorn.conf.py), and a helper forked from the benchmark.
+worker leads a session of its own, gunicorn.conf.py), and a process forked from the benchmark.
 Then it kills the script and looks for what is left in /proc.
 """
 
@@ -21,16 +21,16 @@ from workers import processes
 ROOT = Path(__file__).resolve().parent.parent
 
 # gunicorn serving the product (a master and its worker, in a session of its own), and a forked
-# helper; prints their pids once gunicorn accepts connections, then waits to be killed.
+# process; prints their pids once gunicorn accepts connections, then waits to be killed.
 SERVING = """
 import multiprocessing, sys, time
 sys.path.insert(0, {root!r})
 from bench.common import exit_on_signals, gunicorn
 exit_on_signals()
-helper = multiprocessing.get_context("fork").Process(target=time.sleep, args=(300,), daemon=True)
-helper.start()
+forked = multiprocessing.get_context("fork").Process(target=time.sleep, args=(300,), daemon=True)
+forked.start()
 with gunicorn(1, timeout=30) as (port, web):
-    print("pids", web.pid, helper.pid, flush=True)
+    print("pids", web.pid, forked.pid, flush=True)
     time.sleep(300)
 """
 
@@ -97,18 +97,18 @@ def kill_groups(*pgids: int) -> None:
             os.killpg(pgid, signal.SIGKILL)
 
 
-def test_a_benchmark_killed_with_sigterm_stops_its_gunicorn_and_helpers_first(tmp_path):
-    proc, (web, helper) = start(SERVING, tmp_path)
+def test_a_benchmark_killed_with_sigterm_stops_its_gunicorn_and_forked_processes_first(tmp_path):
+    proc, (web, forked) = start(SERVING, tmp_path)
     try:
         wait_until(lambda: processes.descendants(web), 30, "gunicorn's worker")
         (worker,) = processes.descendants(web)
         assert group(worker) == [worker]  # its own group (and session), outside the master's
-        assert alive(helper)
+        assert alive(forked)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
         assert group(web) == []
         assert not alive(worker)
-        wait_until(lambda: not alive(helper), 10, "the forked helper to end")
+        wait_until(lambda: not alive(forked), 10, "the forked process to end")
     finally:
         processes.stop([proc])
         kill_groups(web, *processes.descendants(web))

@@ -1,4 +1,4 @@
-"""The derived fields of DESIGN §3, computed on ingest."""
+"""The derived fields, computed on ingest."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def test_it_lets_a_control_call_decide_the_turn():
     [
         ("implicit", "The refund was issued.", "taskComplete"),
         ("hybrid", "Which order do you mean?", "chat"),
-        # Under hybrid, a JSON text follows the envelope rules (DESIGN §3).
+        # Under hybrid, a JSON text follows the envelope rules.
         ("hybrid", '{"taskComplete": true}', "taskComplete"),
         ("hybrid", '{"nextStep": {"type": "Sub-Agent"}}', "subAgent"),
         (None, '{"taskComplete": true, "message": "done"}', "taskComplete"),
@@ -162,7 +162,7 @@ def test_it_flags_refused_forced_tool_choices():
 @pytest.mark.parametrize(
     ("error", "status", "retryable", "refused"),
     [
-        # DESIGN §3: named as such, or a 400 that cannot be retried, carrying the tool choice.
+        # A refusal is named as such, or a 400 that cannot be retried, carrying the tool choice.
         ("UnsupportedToolChoiceError", None, True, True),
         ("BadRequestError", 400, False, True),
         # An overload that carried a tool choice is not a refusal.

@@ -36,7 +36,7 @@ def production(postgres, settings, tmp_path):
     settings.ALLOWED_HOSTS = ["decisions.example.com"]
     settings.SITE_URL = "https://decisions.example.com"
     settings.DECISIONBOARD = {**settings.DECISIONBOARD, "METRICS_TOKEN": "t" * 12 + "u" * 20}
-    # What DECISIONBOARD_HTTPS=1 turns on (issue 11).
+    # What DECISIONBOARD_HTTPS=1 turns on.
     settings.SESSION_COOKIE_SECURE = settings.CSRF_COOKIE_SECURE = True
     settings.SECURE_SSL_REDIRECT = True
     settings.SECURE_HSTS_SECONDS = 31_536_000

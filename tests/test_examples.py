@@ -1,8 +1,5 @@
-"""The shared sample records (DESIGN §3), posted as an agent posts them, with every derived field
-and every metric they feed written out by hand from the seed semantics.
-
-tests/data/shared_examples.jsonl is a copy of ../shared/examples/records.jsonl (CI has shared/
-beside the checkout; a clone elsewhere may not), and the first test holds the copy to it.
+"""The sample records of examples/records.jsonl, posted as an agent posts them, with every
+derived field and every metric they feed written out by hand from the seed semantics.
 """
 
 from __future__ import annotations
@@ -16,19 +13,12 @@ from records import rollup
 from records.models import Record, Run, Streak
 
 pytestmark = pytest.mark.both_dbs
-COPY = Path(__file__).parent / "data" / "shared_examples.jsonl"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "examples" / "records.jsonl"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "records.jsonl"
 RANGE = {"from": "2026-11-20T09:00:00Z", "to": "2026-11-20T10:00:00Z", "interval": "hour"}
 
 
 def examples() -> list[dict]:
-    return [json.loads(line) for line in COPY.read_text().splitlines() if line.strip()]
-
-
-def test_the_copy_is_the_shared_file():
-    if not SHARED.exists():
-        pytest.skip("no ../shared/examples beside this checkout (CI has it)")
-    assert COPY.read_text() == SHARED.read_text()
+    return [json.loads(line) for line in EXAMPLES.read_text().splitlines() if line.strip()]
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Exports (DESIGN §8): GET /api/v1/export streams; POST /api/v1/exports runs a worker job; the
+"""Exports: GET /api/v1/export streams; POST /api/v1/exports runs a worker job; the
 exports page lists the jobs. Each format is read back with its own reader and compared with the
 records the filters select."""
 

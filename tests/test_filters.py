@@ -1,4 +1,4 @@
-"""The one filter vocabulary (DESIGN §5): each parameter alone and combined, and each malformed
+"""The one filter vocabulary: each parameter alone and combined, and each malformed
 value, on the functions and on every endpoint that takes it (records, runs, exports)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Defences beside the 5xx hunt of issue 11: wrapped loopback addresses in webhook URLs, and the
-HTTPS setting for deployments behind TLS."""
+"""Defences beside the hostile-input tests: wrapped loopback addresses in webhook URLs, and
+the HTTPS setting for deployments behind TLS."""
 
 from __future__ import annotations
 

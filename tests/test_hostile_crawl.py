@@ -1,5 +1,5 @@
 """A crawler over every page's URL pattern (dashboard/urls.py), logged in as an operator, with
-hostile path segments, query parameters and form bodies: no answer is a 5xx (DESIGN §2).
+hostile path segments, query parameters and form bodies: no answer is a 5xx.
 
 The patterns are read from the URL configuration, so a page added later is crawled too.
 """

@@ -1,6 +1,6 @@
-"""Hostile ingest bodies (DESIGN §2: no request gets a 5xx) through Django's test client.
+"""Hostile ingest bodies (no request gets a 5xx) through Django's test client.
 
-Each test is a cause of a 500 found by an attacker's probe (issue 11): invalid UTF-8, deep
+Each test is a cause of a 500 found by an attacker's probe: invalid UTF-8, deep
 nesting, the standard-library fallback letting lone surrogates through. The answer is a 4xx
 that names the problem, or a 207 that stores the good records. Chunked bodies and over-limit
 bodies need a real server: tests/test_hostile_http.py.

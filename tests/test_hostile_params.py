@@ -1,6 +1,6 @@
-"""Hostile query parameters, cursors, paths and API bodies (DESIGN §2: no request gets a 5xx).
+"""Hostile query parameters, cursors, paths and API bodies (no request gets a 5xx).
 
-Each test is a cause of a 500 found by an attacker's probe (issue 11), or a gap found beside
+Each test is a cause of a 500 found by an attacker's probe, or a gap found beside
 them: NUL in a parameter or a path, times whose UTC offset pushes them past the calendar,
 a default range that underflows, a body field the API does not know, a `?project=` of someone
 else's project on the alert and export pages. PostgreSQL is where NUL crashed, so these run in

@@ -1,4 +1,4 @@
-"""Property-based tests (hypothesis) of every reader of outside input (DESIGN §2: no input makes
+"""Property-based tests (hypothesis) of every reader of outside input (no input makes
 a 5xx): the ingest body decoder with normalise behind it, the filter vocabulary, times,
 limits, cursors (the API's and the runs page's) and the alert history's filters.
 

@@ -1,4 +1,6 @@
-"""POST /api/v1/records, as DESIGN §2 specifies it. Runs on SQLite and on PostgreSQL."""
+"""POST /api/v1/records, as docs/api.md ("Ingest") specifies it.
+
+Runs on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 

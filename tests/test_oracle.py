@@ -2,7 +2,7 @@
 answers it, as the pages draw it and as the alert engine reads its windows.
 
 The corpus arrives shuffled and in several passes, crosses minute and hour boundaries, and holds
-the cases the seeds pin down (DESIGN §3–§4): pick errors without a model, hybrid turns, refusals
+the cases the seeds pin down: pick errors without a model, hybrid turns, refusals
 and overloads, classifications split across buckets or arriving rung 1 first, every violation.
 """
 

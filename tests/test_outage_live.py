@@ -1,4 +1,4 @@
-"""A real PostgreSQL outage under a live server while a client keeps posting (DESIGN §2, §9).
+"""A real PostgreSQL outage under a live server while a client keeps posting.
 
 A private PostgreSQL cluster (initdb into a temporary folder, on a free port) runs behind
 gunicorn and a Celery worker with beat, as in production. A client thread posts batches of

@@ -1,4 +1,4 @@
-"""The operator pages (DESIGN §6) through Django's test client.
+"""The operator pages (docs/architecture.md, "Pages") through Django's test client.
 
 alice is a member of `acme`, bob of `globex`; carol is in both. Records go in through the
 ingest API and the workers' catch-up pass, as in production, so the pages read real rollups

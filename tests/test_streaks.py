@@ -13,7 +13,8 @@ T0 = datetime(2026, 11, 20, tzinfo=UTC)
 
 
 def walk(classes):
-    """DESIGN §4 read literally: +1 on parse_error, reset on a ruling, unavailable leaves it."""
+    """The streak rule read literally: +1 on parse_error, reset on a ruling, unavailable
+    leaves it."""
     current = longest = 0
     for c in classes:
         if c == "parse_error":

@@ -88,7 +88,7 @@ def test_the_tools_page_counts_what_the_oracle_counts(world):
         assert s.skipped == reasons, name
         durations = oracle.turn_durations(records, START, END, name)
         assert s.sketch.count == len(durations)
-        if durations:  # a sketch: within 1 % of the exact quantile (DESIGN §4)
+        if durations:  # a sketch: within 1 % of the exact quantile
             assert approx(s.p95, lower_rank(durations, 0.95), quantile=True), name
     # The page lists offered tools, the misses, the invented names most called first.
     listed = {t.name for t in page["tools"]}

@@ -1,4 +1,5 @@
-"""Every rule of DESIGN §2–§3, checked on `records.normalise` without a database."""
+"""Every rule of the record envelope and the record kinds, checked on `records.normalise`
+without a database."""
 
 from __future__ import annotations
 
@@ -201,7 +202,7 @@ def test_it_rejects_a_broken_field_by_its_path(kind, change, path, words):
     assert words in " ".join(errors[path])
 
 
-# DESIGN §3: a record that breaks a promise of its framework is stored and flagged, not rejected.
+# A record that breaks a promise of its framework is stored and flagged, not rejected.
 # (kind, data overrides, the violation codes in derived.violations)
 VIOLATIONS = [
     (

@@ -1,4 +1,4 @@
-"""Broken contracts (DESIGN §3): stored and flagged, never rejected; found by `has=violation` on
+"""Broken contracts: stored and flagged, never rejected; found by `has=violation` on
 records and runs, shown on the run and pick pages, and alertable."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Export jobs: start one, run it in a worker, and expire old files (DESIGN §8).
+"""Export jobs: start one, run it in a worker, and expire old files.
 
 The rows and file formats come from records.export; this module keeps the ExportJob up to date
 (status, rows written, progress) and the files under VAR_DIR/exports. Plain functions: the Celery
@@ -24,8 +24,6 @@ from workers.models import ExportJob
 
 log = logging.getLogger(__name__)
 
-# How long a finished export stays downloadable. Read here rather than in config.settings for
-# now; it belongs under settings.DECISIONBOARD with the other options.
 # A running job reports progress every PROGRESS_EVERY rows; one silent for STALE_AFTER has lost
 # its worker (killed, restarted) and is marked failed so that nobody waits on it forever.
 PROGRESS_EVERY = 10_000
@@ -172,4 +170,6 @@ def expire_exports(now: datetime | None = None) -> int:
 
 
 def _ttl() -> timedelta:
+    """How long a finished export stays downloadable: DECISIONBOARD_EXPORT_TTL_HOURS (24 hours
+    unless set; config.settings). Its file goes at the next expire-exports beat tick after."""
     return timedelta(hours=settings.DECISIONBOARD["EXPORT_TTL_HOURS"])

@@ -5,9 +5,9 @@ A catch-up pass builds hundreds of thousands of small objects (cells, runs, deci
 them at its end; glibc keeps the freed pages in the pool process's heap for the next allocation,
 so the process's resident size stayed at its largest pass's and crept up as passes of different
 sizes fragmented it. malloc_trim(0) returns the free pages at the heap's top and in its middle
-(MADV_DONTNEED) in a millisecond or two. Where libc is not glibc (musl, macOS) there is nothing
-to call and nothing is done. It does not make the soak's worker flat on its own
-(docs/benchmarks.md, Soak).
+(MADV_DONTNEED), cheaply. Where libc is not glibc (musl, macOS) there is nothing to call and
+nothing is done. It does not make the soak's worker flat on its own (bench/soak.py prints the
+workers' memory).
 
 Celery's worker_max_memory_per_child (billiard) replaces a pool process after a task when its
 *peak* resident size (getrusage's ru_maxrss) is above the bound: every large pass got its

@@ -1,4 +1,4 @@
-"""One typed method per record kind of Decisionboard's DESIGN §3, field names as the emitting
+"""One typed method per Decisionboard record kind, field names as the emitting
 framework spells them (camelCase for agentfootprint and MemberJunction, snake_case for rig).
 
 Every method takes the record's `run_id` and optionally `ts`, `id`, `session_id`, `agent` and

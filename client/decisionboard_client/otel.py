@@ -2,7 +2,7 @@
 
 Works with any span object that has `add_event(name, attributes, timestamp)` (the OpenTelemetry
 API's Span); it imports nothing from OpenTelemetry itself. Export the spans with the OTLP/HTTP
-exporter to Decisionboard's `/v1/traces` (docs/otlp.md in the Decisionboard repository).
+exporter to Decisionboard's `/v1/traces` (docs/api.md, "OTLP", in the Decisionboard repository).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ _MODELS = ("Record", "Rollup", "StreakSegment", "Streak", "Classification", "Run
 
 def rebuild(apps, schema_editor):
     # Refusals, hybrid turns, pick-error skips, ladder classifications, violations and the
-    # models a record names were corrected or added (issue 10): derive the stored records
+    # models a record names were corrected or added: derive the stored records
     # again and let the catch-up pass fold them all in anew.
     from records.rebuild import rebuild as rebuild_all
 

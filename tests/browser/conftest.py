@@ -1,6 +1,6 @@
 """Playwright driving Debian's Chromium (/usr/bin/chromium) against pytest-django's live server.
 
-No browser is ever downloaded: the launch names the system Chromium (FACTS.md). Without it the
+No browser is ever downloaded: the launch names the system Chromium. Without it the
 tests skip, and under REQUIRE_SERVICES=1 (CI, which installs it in .ci/run) they fail.
 
 Playwright's sync API keeps an asyncio loop running on the main thread while it is started, and

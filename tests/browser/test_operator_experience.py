@@ -1,4 +1,4 @@
-"""What an operator notices (issue 13): any time range, live pages, tables that fit the screen,
+"""What an operator notices: any time range, live pages, tables that fit the screen,
 rates in per cent on the alert pages, and API keys made and revoked in the UI.
 
 Chromium (Debian's, tests/browser/conftest.py) against pytest-django's live server.
