@@ -608,7 +608,7 @@ def test_it_shows_freshness_and_what_waits_to_be_rolled_up(alice, alice_page):
         "Charts are up to date with every record received." in alice_page.get("/").content.decode()
     )
     post(alice, [record(run_id="late", ts=iso(timezone.now() - timedelta(minutes=1)))])
-    assert "1 record waits to be rolled up" in alice_page.get("/").content.decode()
+    assert "Records of this project wait to be rolled up" in alice_page.get("/").content.decode()
 
 
 def test_it_names_each_queue_no_worker_serves(alice, alice_page):
