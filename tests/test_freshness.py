@@ -6,6 +6,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.apps import apps
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -14,6 +15,7 @@ from records.demo import generate_records
 from records.freshness import describe, freshness, project_freshness
 from records.models import Project, Record
 from records.normalise import normalise
+from records.rebuild import reset_rollups
 from records.store import store_records
 from tests.factories import record
 from tests.test_pages import operator, post
@@ -111,6 +113,18 @@ def test_a_project_reads_its_own_lanes_watermark(alice, bob):
     assert project_freshness(bob.project.pk, now)["pending"] is False
     waiting = project_freshness(alice.project.pk, now)
     assert (waiting["pending"], waiting["lag_seconds"]) == (True, 3.0)
+
+
+@pytest.mark.both_dbs
+def test_after_a_rebuild_every_projects_records_wait_again(alice, bob):
+    store(alice.project, 3, T0)
+    rollup.catch_up()
+    assert project_freshness(alice.project.pk)["pending"] is False
+    reset_rollups({m.__name__: m for m in apps.get_app_config("records").get_models()})
+    assert project_freshness(alice.project.pk)["pending"] is True
+    assert project_freshness(bob.project.pk)["pending"] is False  # no record to fold
+    rollup.catch_up()
+    assert project_freshness(alice.project.pk)["pending"] is False
 
 
 @pytest.mark.both_dbs

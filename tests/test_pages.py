@@ -828,8 +828,8 @@ def test_the_streaks_page_charts_any_time_range(alice, alice_page):
     "url, most",
     [
         # session, user, projects, then: records by kind, the rate rows of the period and of
-        # the one before, the pick sketches, the runs' counts, recent runs, freshness
-        # (watermark, oldest pending, pending count), heartbeat, firing alerts
+        # the one before, the pick sketches, the runs' counts, recent runs, the project's
+        # freshness (one statement), heartbeat, firing alerts
         ("/", 14),
         ("/runs/", 4),  # session, user, projects, the page of runs
         ("/runs/?model=qwen3-8b&has=swap,error&sort=record_count", 4),
