@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 from api.access import CanRead, project_for_request
 from api.auth import ApiKeyAuthentication
 from records.filters import parse_filters
-from records.freshness import freshness, streaks_freshness
+from records.freshness import project_freshness, streaks_freshness
 from records.metrics import METRICS, query_metric
 from records.models import Streak
 
@@ -52,7 +52,8 @@ class MetricView(ReadView):
         parameters=_METRIC_PARAMETERS,
         responses=OpenApiTypes.OBJECT,
         description="A metric from rollups: series per group and bucket "
-        "({t, value, count}), totals per group, and the rollups' freshness.",
+        "({t, value, count}), totals per group, and the rollups' freshness for the project's "
+        "own records.",
     )
     def get(self, request, metric: str):
         project = project_for_request(request)
@@ -82,7 +83,7 @@ class MetricView(ReadView):
             agents=filters.agents,
             models=filters.models,
         )
-        body["freshness"] = freshness()
+        body["freshness"] = project_freshness(project.pk)
         return Response(body)
 
 
@@ -111,7 +112,7 @@ class StreakView(ReadView):
             {
                 "results": results,
                 "next": None,
-                "freshness": freshness(),
+                "freshness": project_freshness(project.pk),
                 # Late verdicts wait a few seconds before they count (records.rollup).
                 "streaks": streaks_freshness(project.pk),
             }

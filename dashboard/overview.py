@@ -14,7 +14,7 @@ from dashboard.access import get_project_for_user, operator_projects
 from dashboard.params import chart_context, chart_params
 from dashboard.runs import run_row
 from dashboard.timerange import empty_period, in_progress
-from records.freshness import freshness
+from records.freshness import project_freshness
 from records.models import Run
 from workers.heartbeat import queue_status
 
@@ -62,7 +62,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             run_row(r)
             for r in Run.objects.filter(project=project).order_by("-last_ts", "-id")[:RECENT_RUNS]
         ],
-        "freshness": freshness(),
+        "freshness": project_freshness(project.pk, now),
         "queues": queues,
         "stale_queues": [q.queue for q in queues if q.stale],
         # Firing alerts of every project the operator is in: one firing elsewhere matters too.

@@ -1,16 +1,32 @@
 """How far the rollups lag the records, in constant time whatever the backlog
 (docs/architecture.md, "Freshness").
 
-The catch-up (records.rollup) folds records in id order in a few lanes of projects, each with a
-watermark, so its lag is its worst lane's: a project's charts wait behind every record above its
-lane's watermark, whichever of the lane's projects sent it. Everything here comes from indexed
-lookups that cost the same on ten records or ten million, with or without planner statistics:
-the lanes' watermark rows, the newest id (max over the primary key) and each lane's oldest
-pending record (its first id above the watermark, among a bounded window: LANE_WINDOW).
-Counting the pending records exactly would scan them, on every page view, while
-the backlog is largest; so the count is the span of ids from the oldest pending record to the
-newest, an upper bound (ids used up by duplicate inserts and rolled-back batches count too), and
-marked as an estimate when it may be one.
+Two answers, for two audiences.
+
+A project (its pages, its metrics and streaks API answers: `project_freshness`) is told of its
+own records only: whether any of them wait to be folded in, and how long the oldest has waited.
+No count, and no record id. Its lane's pending count would be other projects' ingest volume
+(several projects share a lane), an id span between its own records counts the other projects'
+records interleaved with them, and record ids come from one sequence for the installation, so
+the newest id or a watermark, read twice, tells how much everyone sent in between. A count of
+the project's own waiting records would need a counter that every ingest batch of the project
+updates (one hot row) or a count over its records; its lag, how long its oldest waiting record
+has waited, needs neither. It comes from a row ingest inserts for each stored batch
+(records.models.PendingBatch: the batch's newest id and arrival time) and the lane's pass
+deletes once folded: one statement reads the lanes' watermark rows and, for each, the project's
+first batch above the watermark (an index probe), whatever the backlog of this project or
+another's.
+
+The operator (ops.state's Prometheus gauges, bench: `freshness`) is told of the installation:
+the catch-up (records.rollup) folds records in id order in a few lanes of projects, each with a
+watermark, so its lag is its worst lane's. Everything there comes from indexed lookups that cost
+the same on ten records or ten million, with or without planner statistics: the lanes'
+watermark rows, the newest id (max over the primary key) and each lane's oldest pending record
+(its first id above the watermark, among a bounded window: LANE_WINDOW). Counting the pending
+records exactly would scan them, on every scrape, while the backlog is largest; so the count is
+the span of ids from the oldest pending record to the newest, an upper bound (ids used up by
+duplicate inserts and rolled-back batches count too), and marked as an estimate when it may be
+one.
 """
 
 from __future__ import annotations
@@ -18,18 +34,58 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db import connection
+from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Mod
 from django.utils import timezone
 
-from records.models import Grain, Record, StreakSegment, Watermark
+from records.models import Grain, PendingBatch, Record, StreakSegment, Watermark
 from records.reader import time_of
 from records.rollup import (
     WATERMARK,
     configured_lanes,
     lane_of,
+    lane_watermarks,
     parse_lane_name,
     streaks_folded_name,
 )
+
+
+def project_freshness(project_id: int, now: datetime | None = None) -> dict:
+    """A project's freshness, of its own records only: `pending` (some wait to be folded in),
+    `lag_seconds` (how long the oldest of them has waited; 0 when none does) and
+    `last_pass_at` (its lane's last catch-up pass, None before the first).
+
+    One statement: the lanes' watermark rows, each with the project's first PendingBatch
+    above it (an index probe). The rows are of one lane count at a time (rollup._switch_lanes),
+    so the project's is the one whose lane it falls in, whatever count this process is
+    configured with; before the first pass there is none, and every batch waits."""
+    now = now or timezone.now()
+    first_waiting = PendingBatch.objects.filter(
+        project_id=project_id, last_id__gt=OuterRef("last_id")
+    ).order_by("last_id")
+    rows = lane_watermarks().annotate(
+        waiting_since=Subquery(first_waiting.values("received_at")[:1])
+    )
+    last_pass_at = waiting_since = None
+    found = False
+    for name, last_pass, since in rows.values_list("name", "last_pass_at", "waiting_since"):
+        lane, lanes = parse_lane_name(name)
+        if lane_of(project_id, lanes) == lane:
+            last_pass_at, waiting_since, found = last_pass, since, True
+    if not found:
+        waiting_since = (
+            PendingBatch.objects.filter(project_id=project_id)
+            .order_by("last_id")
+            .values_list("received_at", flat=True)
+            .first()
+        )
+    return {
+        "pending": waiting_since is not None,
+        "lag_seconds": (
+            round(max(0.0, (now - waiting_since).total_seconds()), 3) if waiting_since else 0.0
+        ),
+        "last_pass_at": last_pass_at,
+    }
 
 
 def describe(
@@ -67,8 +123,8 @@ LANE_WINDOW = 1_000
 def freshness(now: datetime | None = None) -> dict:
     """The catch-up's freshness: its worst lane's (the lowest watermark, the oldest pending
     record), and each lane's under "lanes". Indexed reads only, in one statement with one lane
-    (the default; see _watermarks): every page and metrics call asks, and under load each
-    round trip to the database waits for a core twice."""
+    (the default; see _watermarks): every scrape of /metrics asks, and under load each round
+    trip to the database waits for a core twice."""
     now = now or timezone.now()
     rows = _watermarks()
     newest = rows[0][3] if rows else _newest_id()

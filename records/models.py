@@ -296,6 +296,29 @@ class Watermark(models.Model):
         return f"{self.name} @ {self.last_id}"
 
 
+class PendingBatch(models.Model):
+    """A stored ingest batch of a project that its catch-up lane has not folded yet: the
+    newest record id it stored and when it arrived (its records' received_at).
+
+    Ingest inserts one row per batch that stored records, in the batch's transaction (an
+    insert: concurrent batches of one project never wait on a shared row); the lane's pass
+    deletes its projects' rows at or below the watermark it commits. A project's freshness
+    (records.freshness.project_freshness) is its first row above its lane's watermark: one
+    index probe, whatever the project's or the other projects' backlog.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    last_id = models.BigIntegerField()
+    received_at = models.DateTimeField()
+
+    class Meta:
+        # Leads with the project: freshness reads a project's first row above a watermark.
+        indexes = [models.Index(fields=["project", "last_id"], name="pending_batch_last_id")]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} @ {self.last_id}"
+
+
 class Grain(models.TextChoices):
     MINUTE = "minute"
     HOUR = "hour"

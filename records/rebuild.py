@@ -16,6 +16,8 @@ from collections.abc import Callable
 import msgspec
 import orjson
 from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
 
 from records.kinds import KINDS
 from records.normalise import named_models
@@ -109,6 +111,16 @@ def reset_rollups(models) -> None:
         (watermarks.filter(name="rollups") | watermarks.filter(name__startswith="rollups:")).update(
             last_id=0
         )
+        if "PendingBatch" in models:  # (a migration before it passes no such model)
+            # Every record waits again, from now: what each project's freshness reads.
+            batches = models["PendingBatch"]
+            batches.objects.all().delete()
+            now = timezone.now()
+            newest = models["Record"].objects.values("project_id").annotate(last=Max("id"))
+            batches.objects.bulk_create(
+                batches(project_id=row["project_id"], last_id=row["last"], received_at=now)
+                for row in newest.order_by()
+            )
 
 
 def rebuild(models, **kwargs) -> int:

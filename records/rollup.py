@@ -57,6 +57,7 @@ from records.locks import INGEST_LOCK_KEY, LANE_SWITCH_LOCK_KEY, PASS_WAITER_LOC
 from records.models import (
     Classification,
     Grain,
+    PendingBatch,
     Record,
     Rollup,
     Run,
@@ -428,7 +429,7 @@ def analyze_if_grown(*, min_records: int = ANALYZE_MIN_RECORDS) -> bool:
 # table another lane (or autovacuum) is vacuuming. The records partitions are not here:
 # ingest only inserts into them.
 VACUUM_MIN_DEAD = 5_000
-_VACUUMED_TABLES = (*_ANALYZED_TABLES, Watermark, Streak)
+_VACUUMED_TABLES = (*_ANALYZED_TABLES, Watermark, Streak, PendingBatch)
 
 
 def vacuum_if_churned(*, min_dead: int = VACUUM_MIN_DEAD) -> list[str]:
@@ -582,11 +583,22 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
         # Freed while the collector is still paused: back on, its first collection would
         # otherwise walk every object the pass still held (none was ever collected young).
         del batch
+    if last_id > watermark.last_id:
+        _forget_folded_batches(last_id, lane, lanes)
     watermark.last_id = last_id
     if count:
         watermark.last_fold_at = started
     watermark.save(update_fields=["last_id", "last_pass_at", "last_fold_at"])
     return PassResult(count, last_id, fresh and last_id >= high, high)
+
+
+def _forget_folded_batches(upto: int, lane: int, lanes: int) -> None:
+    """Delete the lane's PendingBatch rows folded up to `upto`: what a project's freshness
+    reads is then only what waits (records.freshness.project_freshness)."""
+    folded = PendingBatch.objects.filter(last_id__lte=upto)
+    if lanes > 1:
+        folded = folded.alias(lane=Mod("project_id", lanes)).filter(lane=lane)
+    folded.delete()
 
 
 def _commit_without_flush() -> None:

@@ -56,7 +56,7 @@ def register_sqlite(sender, connection, **kwargs) -> None:
         connection.connection.create_function("json_add", 2, json_add, deterministic=True)
 
 
-# Freshness (records.freshness) asks, on every overview and metrics API call, for the newest
+# Freshness (records.freshness.freshness) asks, on every scrape of /metrics, for the newest
 # record id and the first record above a watermark: two index probes of the primary key, but
 # over the records table's every day partition, which PostgreSQL planned afresh for each call,
 # the planning costing many times the execution and growing with the partitions. A

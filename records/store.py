@@ -7,7 +7,8 @@ new (into their day's partition, records.partitions) and the new runs; SQLite ta
 lock at BEGIN (transaction_mode IMMEDIATE), drops the keys already stored and inserts the rest
 with executemany. Both commit before returning, and both count a key repeated inside the batch
 as a duplicate. A run is created on first sight; the catch-up pass widens it and counts its
-records.
+records. A batch that stored records also leaves a PendingBatch row, which its project's
+freshness reads until the catch-up folds it.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from django.db import connection, transaction
 
 from records import partitions, retention
 from records.locks import INGEST_LOCK_KEY
-from records.models import Record, RecordKey, Run
+from records.models import PendingBatch, Record, RecordKey, Run
 from records.normalise import NormalisedRecord
 
 RECORD_TABLE = Record._meta.db_table
 RUN_TABLE = Run._meta.db_table
 KEY_TABLE = RecordKey._meta.db_table
+BATCH_TABLE = PendingBatch._meta.db_table
 # The columns a NormalisedRecord fills, in its field order.
 COLUMNS = (
     "record_key",
@@ -80,7 +82,12 @@ WITH new_keys AS (
     INSERT INTO {RECORD_TABLE} (project_id, received_at, {", ".join(COLUMNS)})
     SELECT %(project)s, %(now)s, {", ".join(COLUMNS)}
     FROM ingest_stage WHERE record_key IN (SELECT record_key FROM new_keys)
-    RETURNING kind, run_id, ts, agent, session_id, parent_run_id
+    RETURNING id, kind, run_id, ts, agent, session_id, parent_run_id
+), batch AS (
+    -- What the project's freshness reads (records.freshness): a row of its own, inserted, so
+    -- that concurrent batches of one project never queue on a shared one.
+    INSERT INTO {BATCH_TABLE} (project_id, last_id, received_at)
+    SELECT %(project)s, max(id), %(now)s FROM ins HAVING count(*) > 0
 ), runs AS (
     -- New runs only: widening a run's time range and counting its records is the catch-up
     -- pass's job (records.rollup). Runs already committed are left out before the INSERT: ON
@@ -215,6 +222,13 @@ def _insert_sqlite(project_id: int, rows: list[NormalisedRecord], now: datetime)
                 (project_id, received, *record_row(r, ops.adapt_datetimefield_value(r.ts)))
                 for r in new
             ],
+        )
+        # The last row inserted, so the batch's newest record (the write lock is held since
+        # BEGIN); before the runs' inserts move last_insert_rowid() on.
+        cursor.execute(
+            f"INSERT INTO {BATCH_TABLE} (project_id, last_id, received_at) "
+            "VALUES (%s, last_insert_rowid(), %s)",
+            [project_id, received],
         )
         runs: dict[str, list] = {}
         for r in sorted(new, key=lambda r: r.ts):

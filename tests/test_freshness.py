@@ -6,13 +6,17 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.apps import apps
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from records import partitions, rollup
 from records.demo import generate_records
-from records.freshness import describe, freshness
-from records.models import Record
+from records.freshness import describe, freshness, project_freshness
+from records.models import Project, Record
+from records.normalise import normalise
+from records.rebuild import reset_rollups
+from records.store import store_records
 from tests.factories import record
 from tests.test_pages import operator, post
 
@@ -41,20 +45,99 @@ def freshness_of(persona) -> dict:
 
 
 @pytest.mark.both_dbs
-def test_the_metrics_api_reports_the_backlog_and_its_age(alice):
+def test_the_metrics_api_reports_whether_the_projects_records_wait(alice):
     post(alice, [record(ts="2026-11-20T09:30:00Z") for _ in range(3)])
     waiting = freshness_of(alice)
-    assert waiting["pending_records"] == 3 and waiting["pending_estimated"] is True
-    assert waiting["lag_seconds"] >= 0
+    assert waiting["pending"] is True and waiting["lag_seconds"] >= 0
+    assert waiting["last_pass_at"] is None
     rollup.catch_up()
     done = freshness_of(alice)
-    assert (done["pending_records"], done["pending_estimated"], done["lag_seconds"]) == (
-        0,
-        False,
-        0,
-    )
-    assert done["watermark_id"] == done["newest_id"] == waiting["newest_id"]
+    assert (done["pending"], done["lag_seconds"]) == (False, 0)
     assert done["last_pass_at"]
+    # Nothing of the installation: no count, no record id.
+    assert set(done) == {"pending", "lag_seconds", "last_pass_at"}
+
+
+def store(project: Project, n: int, at: datetime) -> None:
+    """n records of `project`, received at `at`, in one batch."""
+    rows = [normalise(record(ts="2026-11-20T08:30:00Z"), now=at) for _ in range(n)]
+    store_records(project.pk, rows, at)
+
+
+@pytest.mark.both_dbs
+def test_a_project_learns_nothing_of_another_projects_backlog(alice, bob):
+    post(bob, [record(ts="2026-11-20T09:30:00Z")])
+    rollup.catch_up()
+    fresh = freshness_of(bob)
+    # alice's records wait in the lane that bob's project shares with hers.
+    post(alice, [record(ts="2026-11-20T09:31:00Z") for _ in range(700)])
+    assert freshness_of(bob) == fresh
+    assert fresh["pending"] is False and freshness_of(alice)["pending"] is True
+    rollup.catch_up()
+    for persona in (alice, bob):
+        assert (freshness_of(persona)["pending"], freshness_of(persona)["lag_seconds"]) == (
+            False,
+            0,
+        )
+
+
+@pytest.mark.both_dbs
+def test_a_projects_lag_is_its_own_oldest_waiting_record(alice, bob):
+    store(alice.project, 50, T0)  # waits longer than anything of bob's
+    store(bob.project, 2, T0 + timedelta(seconds=60))
+    store(bob.project, 3, T0 + timedelta(seconds=65))
+    store(alice.project, 50, T0 + timedelta(seconds=66))
+    now = T0 + timedelta(seconds=67)
+    assert project_freshness(bob.project.pk, now) == {
+        "pending": True,
+        "lag_seconds": 7.0,
+        "last_pass_at": None,
+    }
+    assert project_freshness(alice.project.pk, now)["lag_seconds"] == 67.0
+    rollup.catch_up()
+    for persona in (alice, bob):
+        state = project_freshness(persona.project.pk, now)
+        assert (state["pending"], state["lag_seconds"]) == (False, 0.0)
+        assert state["last_pass_at"] is not None
+
+
+@pytest.mark.both_dbs
+def test_a_project_reads_its_own_lanes_watermark(alice, bob):
+    lane = rollup.lane_of(bob.project.pk, 2)
+    assert rollup.lane_of(alice.project.pk, 2) != lane  # project ids are consecutive
+    rollup.catch_up(lanes=2)  # the two lanes' watermarks, before any record
+    store(alice.project, 5, T0)
+    store(bob.project, 5, T0)
+    rollup.catch_up(lane=lane, lanes=2)
+    now = T0 + timedelta(seconds=3)
+    assert project_freshness(bob.project.pk, now)["pending"] is False
+    waiting = project_freshness(alice.project.pk, now)
+    assert (waiting["pending"], waiting["lag_seconds"]) == (True, 3.0)
+
+
+@pytest.mark.both_dbs
+def test_after_a_rebuild_every_projects_records_wait_again(alice, bob):
+    store(alice.project, 3, T0)
+    rollup.catch_up()
+    assert project_freshness(alice.project.pk)["pending"] is False
+    reset_rollups({m.__name__: m for m in apps.get_app_config("records").get_models()})
+    assert project_freshness(alice.project.pk)["pending"] is True
+    assert project_freshness(bob.project.pk)["pending"] is False  # no record to fold
+    rollup.catch_up()
+    assert project_freshness(alice.project.pk)["pending"] is False
+
+
+@pytest.mark.both_dbs
+def test_a_projects_freshness_is_one_statement_whatever_the_backlog(
+    alice, bob, django_assert_num_queries
+):
+    rollup.catch_up()  # the lane's watermark row
+    store(bob.project, 1, T0)
+    for backlog in (10, 2_000):
+        store(alice.project, backlog, T0)
+        with django_assert_num_queries(1):
+            state = project_freshness(bob.project.pk, T0 + timedelta(seconds=5))
+        assert (state["pending"], state["lag_seconds"]) == (True, 5.0)
 
 
 @pytest.mark.both_dbs
@@ -66,7 +149,7 @@ def test_with_one_lane_it_is_one_statement_that_sees_what_came_after_a_pass(alic
     first_after = Record.objects.filter(id__gt=folded).order_by("id")[0]
     with CaptureQueriesContext(connection) as queries:
         state = freshness(now=first_after.received_at + timedelta(seconds=7))
-    # Every page and metrics call asks: under load each round trip waits for a core twice.
+    # Every scrape asks: under load each round trip waits for a core twice.
     assert len(queries.captured_queries) == 1
     newest = Record.objects.order_by("-id")[0].id
     assert (state["watermark_id"], state["newest_id"]) == (folded, newest)
@@ -81,7 +164,7 @@ def test_a_resent_batch_can_only_overstate_the_backlog(alice):
     post(alice, batch)
     rollup.catch_up()
     post(alice, [*batch, record(ts="2026-11-20T09:31:00Z")])  # three duplicates, one new
-    waiting = freshness_of(alice)
+    waiting = freshness()
     # Exactly one record waits; PostgreSQL used up an id for each duplicate, SQLite did not.
     assert waiting["pending_records"] >= 1
     assert waiting["pending_records"] == 1 or waiting["pending_estimated"]
@@ -117,7 +200,7 @@ def test_no_page_or_api_request_counts_the_records(alice, url):
     counted = [q["sql"] for q in queries.captured_queries if _COUNT_ON_RECORDS.search(q["sql"])]
     assert counted == []
     if url == "/":
-        assert "records wait to be rolled up" in response.content.decode()
+        assert "Records of this project wait to be rolled up" in response.content.decode()
 
 
 def test_its_kept_plans_see_a_day_partition_made_after_them(postgres, alice):

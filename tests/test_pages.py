@@ -608,7 +608,7 @@ def test_it_shows_freshness_and_what_waits_to_be_rolled_up(alice, alice_page):
         "Charts are up to date with every record received." in alice_page.get("/").content.decode()
     )
     post(alice, [record(run_id="late", ts=iso(timezone.now() - timedelta(minutes=1)))])
-    assert "1 record waits to be rolled up" in alice_page.get("/").content.decode()
+    assert "Records of this project wait to be rolled up" in alice_page.get("/").content.decode()
 
 
 def test_it_names_each_queue_no_worker_serves(alice, alice_page):
@@ -828,8 +828,8 @@ def test_the_streaks_page_charts_any_time_range(alice, alice_page):
     "url, most",
     [
         # session, user, projects, then: records by kind, the rate rows of the period and of
-        # the one before, the pick sketches, the runs' counts, recent runs, freshness
-        # (watermark, oldest pending, pending count), heartbeat, firing alerts
+        # the one before, the pick sketches, the runs' counts, recent runs, the project's
+        # freshness (one statement), heartbeat, firing alerts
         ("/", 14),
         ("/runs/", 4),  # session, user, projects, the page of runs
         ("/runs/?model=qwen3-8b&has=swap,error&sort=record_count", 4),
