@@ -793,15 +793,13 @@ class _Generator:
                 text = _ENVELOPE_DONE
             elif protocol == "implicit":
                 text = rng.choice(_DONE)  # plain text ends an implicit-protocol run
-            else:  # under hybrid plain text is a chat, so finishing takes the control tool
+            else:  # hybrid keeps the envelope rules: without the envelope, the control tool
                 if rng.random() < 0.5:
                     text = rng.choice(_DONE)
                 calls.append({"name": "complete_task", "arguments": {}})
         elif kind == "chat":
-            if protocol == "envelope":
+            if protocol in ("envelope", "hybrid"):
                 text = _ENVELOPE_CHAT
-            elif protocol == "hybrid":
-                text = "Could you tell me which order you mean?"
             else:
                 calls.append({"name": "ask_user", "arguments": {"question": "Which order?"}})
         elif kind == "payloadChange":

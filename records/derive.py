@@ -195,9 +195,8 @@ def derive_turn(d: s.Turn) -> Derived:
     any other passes through unchanged and, when the harness sent a toolNameMap, is *invented*
     (the model called a tool it was never given). The first control call decides the turn;
     otherwise calls make it an `action`. Without calls: no text is `empty`; under `implicit` text
-    is `taskComplete`; under `envelope` the text is the JSON envelope; under `hybrid` a text that
-    is a JSON object follows the envelope rules (`{"taskComplete": true}` is `taskComplete`) and
-    any other text is the model talking to the user, `chat`.
+    is `taskComplete`; under `envelope` and `hybrid` alike the text is the JSON envelope, so
+    plain text is `unparseable` under both: only `implicit` reads plain text its own way.
     """
     protocol = d.protocol or "envelope"
     name_map = d.toolNameMap or {}
@@ -223,8 +222,6 @@ def derive_turn(d: s.Turn) -> Derived:
             decision = "empty"
         elif protocol == "implicit":
             decision = "taskComplete"
-        elif protocol == "hybrid" and not _is_json_object(d.text or ""):
-            decision = "chat"
         else:
             decision = _envelope_decision(d.text or "")
     return Derived(
@@ -330,16 +327,6 @@ def derive_model_call(d: s.ModelCall) -> Derived:
         tokens_out=u.output,
         fields={"total_tokens": total},
     )
-
-
-def _is_json_object(text: str) -> bool:
-    stripped = text.strip()
-    if not stripped.startswith("{"):
-        return False
-    try:
-        return isinstance(orjson.loads(stripped), dict)
-    except orjson.JSONDecodeError:
-        return False
 
 
 def _others(model: str | None, *names: str | None) -> tuple[str, ...]:

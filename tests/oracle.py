@@ -355,7 +355,7 @@ def decision(d: dict) -> str:
     except ValueError:
         envelope = None
     if not isinstance(envelope, dict):
-        return "chat" if protocol == "hybrid" else "unparseable"
+        return "unparseable"
     if envelope.get("taskComplete") is True:
         return "taskComplete"
     step = envelope.get("nextStep")

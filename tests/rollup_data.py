@@ -252,9 +252,7 @@ def exact(records: list[dict]) -> dict:
         elif not d["text"].strip():
             decision = "empty"
         else:
-            decision = {"implicit": "taskComplete", "hybrid": "chat"}.get(
-                d["protocol"], "unparseable"
-            )
+            decision = "taskComplete" if d["protocol"] == "implicit" else "unparseable"
         is_invented = any(n not in d["toolNameMap"] and n not in d["controlToolMap"] for n in names)
         cell = invented[(decision, d["protocol"])]
         cell[0] += is_invented

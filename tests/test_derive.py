@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from records.normalise import normalise
+from records import keys
+from records.normalise import NormalisedRecord, normalise
 from tests.factories import record
 
 NOW = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
@@ -92,8 +96,8 @@ def test_it_lets_a_control_call_decide_the_turn():
     ("protocol", "text", "decision"),
     [
         ("implicit", "The refund was issued.", "taskComplete"),
-        ("hybrid", "Which order do you mean?", "chat"),
-        # Under hybrid, a JSON text follows the envelope rules.
+        # Under hybrid every text follows the envelope rules: plain text is no envelope.
+        ("hybrid", "Which order do you mean?", "unparseable"),
         ("hybrid", '{"taskComplete": true}', "taskComplete"),
         ("hybrid", '{"nextStep": {"type": "Sub-Agent"}}', "subAgent"),
         (None, '{"taskComplete": true, "message": "done"}', "taskComplete"),
@@ -218,3 +222,104 @@ def test_it_files_a_fallback_notice_under_the_model_that_fell_back():
         detail={"from": "qwen3-8b", "to": "claude-sonnet-4-5", "cause": "parse_error"},
     )
     assert r.model == "qwen3-8b" and r.is_fallback
+
+
+# --- hybrid turns read as envelope turns ---------------------------------------------------------
+# Under `hybrid` a turn keeps the envelope rules for every text, with or without calls: only
+# `implicit` reads plain text its own way. So a hybrid turn's derived fields are the envelope
+# turn's, but for the protocol it names.
+_STEP_TYPES = st.one_of(
+    st.sampled_from(["Actions", "Sub-Agent", "sub-agent", "Chat", "ForEach"]),
+    st.text(max_size=8),
+    st.integers(),
+)
+_ENVELOPES = st.fixed_dictionaries(
+    {},
+    optional={
+        "taskComplete": st.one_of(st.booleans(), st.none(), st.sampled_from([1, "true"])),
+        "nextStep": st.one_of(
+            st.fixed_dictionaries({"type": _STEP_TYPES}),
+            st.text(max_size=8),
+            st.none(),
+        ),
+        "payloadChangeRequest": st.one_of(st.none(), st.just({}), st.just({"newElements": {}})),
+        "message": st.text(max_size=20),
+    },
+)
+_SPACE = st.sampled_from(["", " ", "\n\t", "\u00a0", "\u2003", "\ufeff"])
+_JSONISH = st.sampled_from([
+    "{", "}", "{}}", '{"taskComplete": true', "[]", '[{"taskComplete": true}]', "42", "null",
+    "true", '"{\\"taskComplete\\": true}"', "{'taskComplete': True}", "NaN", "{taskComplete}",
+])  # fmt: skip
+_TEXTS = st.one_of(
+    st.none(),
+    st.text(max_size=40),  # plain text, any unicode
+    st.sampled_from(["", " ", "\n", "Which order do you mean?", "Done. The refund was issued."]),
+    st.tuples(_SPACE, _ENVELOPES.map(json.dumps), _SPACE).map("".join),  # a JSON object
+    st.tuples(_SPACE, _JSONISH, _SPACE).map("".join),  # JSON-ish, not an object
+)
+_WIRE_NAMES = ("search-docs", "refund_now", "ask_user", "complete_task", "delegate")
+_CONTROLS = {
+    "ask_user": {"kind": "chat"},
+    "complete_task": {"kind": "taskComplete"},
+    "delegate": {"kind": "subAgent", "name": "billing-agent"},
+}
+
+
+@st.composite
+def _turns(draw) -> dict:
+    """The data of a turn, without its protocol: any text and any set of calls."""
+    data: dict = {"durationMs": 900.0}
+    text = draw(_TEXTS)
+    if text is not None:
+        data["text"] = text
+    calls = draw(st.one_of(st.none(), st.lists(st.sampled_from(_WIRE_NAMES), max_size=4)))
+    if calls is not None:
+        data["toolCalls"] = [{"name": name} for name in calls]
+    if draw(st.booleans()):
+        data["toolNameMap"] = {"search-docs": "search_docs"}
+    if draw(st.booleans()):
+        data["controlToolMap"] = draw(
+            st.dictionaries(st.sampled_from(list(_CONTROLS)), st.just({}), max_size=3).map(
+                lambda chosen: {name: _CONTROLS[name] for name in chosen}
+            )
+        )
+    return data
+
+
+def _as_sent(data: dict, protocol: str | None) -> dict:
+    raw = record("turn", id="turn-1", ts="2026-11-20T09:00:00Z")
+    raw["data"] = {**data, **({"protocol": protocol} if protocol else {})}
+    return raw
+
+
+def _without_protocol(result) -> dict:
+    """Every field normalise derives for the turn, less the protocol it was sent under."""
+    out = dataclasses.asdict(result)
+    derived = json.loads(out.pop("derived_json"))
+    assert derived.pop("protocol") in ("envelope", "hybrid")
+    key = keys.decode(keys.TURN, out.pop("rollup_key"))
+    assert key.pop("protocol") in ("envelope", "hybrid")
+    out.pop("data_json")  # as posted, protocol included
+    return {**out, "derived": derived, "key": key}
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(_turns(), st.sampled_from([None, "envelope"]))
+def test_it_derives_a_hybrid_turn_exactly_as_the_envelope_turn(data, envelope):
+    hybrid = normalise(_as_sent(data, "hybrid"), now=NOW)
+    same = normalise(_as_sent(data, envelope), now=NOW)
+    assert isinstance(hybrid, NormalisedRecord) and isinstance(same, NormalisedRecord)
+    assert json.loads(hybrid.derived_json)["protocol"] == "hybrid"
+    assert _without_protocol(hybrid) == _without_protocol(same)
+
+
+def test_it_reads_a_hybrid_turn_of_plain_text_and_no_call_as_the_envelope_turn_does():
+    text = "Could you tell me which order you mean?"
+    hybrid = normalise(_as_sent({"text": text}, "hybrid"), now=NOW)
+    envelope = normalise(_as_sent({"text": text}, "envelope"), now=NOW)
+    assert hybrid.outcome == envelope.outcome == "unparseable"
+    assert json.loads(hybrid.derived_json)["decision"] == "unparseable"
+    assert keys.decode(keys.TURN, hybrid.rollup_key) == {
+        "decision": "unparseable", "protocol": "hybrid", "invented": "0",
+    }  # fmt: skip

@@ -1,18 +1,26 @@
 """Migrations that give rollups stored before them the rows of a new derived kind: 0017 merges
 the latency sketches stored on pick rows into PICK_LATENCY rows, 0018 counts the folded runs in
-RUN_LAST rows."""
+RUN_LAST rows; and 0025, which derives the stored hybrid turns again and moves them in the
+rollups."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
+from collections import Counter
 from datetime import UTC, datetime, timedelta
+from importlib import import_module
 
+import orjson
 import pytest
+from django.apps import apps
+from django.utils import timezone
 
-from records import metrics
+from records import keys, metrics
 from records.keys import PICK, PICK_ERROR, PICK_LATENCY, RUN_LAST
 from records.models import Grain, Project, Rollup, Run
 from records.sketch import Sketch
+from tests.factories import record
 from tests.test_partition_migration import latest, migrate
 
 BEFORE = [("records", "0016_updated_tables_fillfactor")]
@@ -175,3 +183,134 @@ def test_a_dirty_minute_gets_the_end_of_its_verdicts(migrated_back, postgres):
         s.model: (s.last_key, s.last_ts) for s in StreakSegment.objects.filter(project=project)
     }
     assert stored == ends  # the clean minute's end is left as it was
+
+
+BEFORE_HYBRID = [("records", "0024_streak_recompute_from_parse_errors")]
+HYBRID_TEXTS = {  # text (no call) -> its decision, under hybrid as under envelope
+    "Which order do you mean?": "unparseable",  # plain text: derived as `chat` before 0025
+    "Done, the refund is issued.": "unparseable",
+    '{"taskComplete": true}': "taskComplete",
+    '{"nextStep": {"type": "Chat"}}': "chat",
+}
+
+
+def _turns(n: int, start: datetime, agent: str) -> list[dict]:
+    """Turns of every protocol over a few minutes and hours, some with a latency."""
+    rng = random.Random(n)
+    out = []
+    for i in range(n):
+        protocol = rng.choice(["hybrid", "hybrid", "envelope", "implicit"])
+        data = {"protocol": protocol, "text": rng.choice(list(HYBRID_TEXTS))}
+        if rng.random() < 0.2:
+            data["toolCalls"] = [{"name": "search-docs"}]
+            data["toolNameMap"] = {"search-docs": "search_docs"}
+        if rng.random() < 0.7:
+            data["durationMs"] = rng.choice([0.0, 12.5, 900.0, rng.lognormvariate(6, 1)])
+        ts = start + timedelta(minutes=rng.randrange(3), hours=rng.randrange(2), seconds=i)
+        raw = record("turn", agent=agent, run_id=f"run-{i % 7}",
+                     ts=ts.isoformat().replace("+00:00", "Z"))  # fmt: skip
+        raw["data"] = data  # in full: no calls but these
+        out.append(raw)
+    return out
+
+
+def _store_as_before(project: Project, raws: list[dict], now: datetime) -> int:
+    """Store the turns as the derivation before 0025 did: a hybrid turn of plain text and no
+    call was a `chat`. Returns how many were so."""
+    from records.normalise import normalise
+    from records.store import store_records
+
+    rows, old = [], 0
+    for raw in raws:
+        row = normalise(raw, now=now)
+        derived = orjson.loads(row.derived_json)
+        if derived["protocol"] == "hybrid" and derived["decision"] == "unparseable":
+            derived["decision"] = "chat"
+            key = {**keys.decode(keys.TURN, row.rollup_key), "decision": "chat"}
+            row = dataclasses.replace(row, outcome="chat", rollup_key=keys.encode(keys.TURN, key),
+                                      derived_json=orjson.dumps(derived).decode())  # fmt: skip
+            old += 1
+        rows.append(row)
+    assert store_records(project.pk, rows, now).accepted == len(rows)
+    return old
+
+
+def _rollups() -> tuple[dict[tuple, tuple], dict[tuple, float]]:
+    """Every rollup row's counts and sketch, and apart its latency sum (added in another order
+    by a migration than by a rebuild)."""
+    rows = {(r.project_id, r.grain, r.bucket, r.kind, r.agent, r.model, r.key): r
+            for r in Rollup.objects.all()}  # fmt: skip
+    counts = {cell: (r.count, r.tokens_in, r.tokens_out, r.sketch) for cell, r in rows.items()}
+    return counts, {cell: r.latency_sum for cell, r in rows.items()}
+
+
+def _decisions(project: Project, day: datetime) -> dict[tuple, int]:
+    """Turns by (decision, protocol) over two days, as the metrics API counts them from the
+    rollups."""
+    got = metrics.query_metric(project_id=project.pk, name="invented_tool_rate", interval="day",
+                               start=day, end=day + timedelta(days=2))  # fmt: skip
+    return {(t["group"]["decision"], t["group"]["protocol"]): t["count"] for t in got["totals"]}
+
+
+@pytest.mark.both_dbs
+def test_stored_hybrid_turns_of_plain_text_read_as_envelope_turns_after_migrating(
+    migrated_back, monkeypatch
+):
+    """0025: the stored hybrid turns are derived again, and the turns already folded in move
+    to their new rollup rows; those not folded yet are folded with their new derivation."""
+    from records import rollup
+    from records.models import Record, Watermark
+    from records.normalise import normalise
+    from records.rebuild import rebuild
+
+    migrated_back(BEFORE_HYBRID)
+    now = timezone.now()
+    start = (now - timedelta(hours=5)).replace(minute=0, second=0, microsecond=0)
+    day = start.replace(hour=0)
+    # Two projects in two catch-up lanes, so that one lane's watermark passes the other's.
+    acme, globex = Project.objects.create(name="acme"), Project.objects.create(name="globex")
+    lanes = 2
+    assert rollup.lane_of(acme.pk, lanes) != rollup.lane_of(globex.pk, lanes)
+    old = _store_as_before(acme, _turns(60, start, "bot"), now)
+    old += _store_as_before(globex, _turns(40, start, "crawler"), now)
+    rollup.catch_up(lanes=lanes)
+    # Stored after that pass: acme's lane folds them, globex's do not.
+    old += _store_as_before(acme, _turns(30, start + timedelta(minutes=1), "bot"), now)
+    old += _store_as_before(globex, _turns(20, start + timedelta(minutes=1), "bot"), now)
+    rollup.catch_up(lane=rollup.lane_of(acme.pk, lanes), lanes=lanes)
+    marks = dict(Watermark.objects.values_list("name", "last_id"))
+    latest_globex = Record.objects.filter(project=globex).order_by("-id")[0].id
+    assert marks[rollup.lane_name(rollup.lane_of(globex.pk, lanes), lanes)] < latest_globex
+    assert old > 10
+    assert _decisions(acme, day)[("chat", "hybrid")] > 0
+    assert ("unparseable", "hybrid") not in _decisions(acme, day)
+
+    # Many windows of ids, their edges falling between the turns of either project.
+    monkeypatch.setattr(import_module("records.migrations.0025_rederive_hybrid_turns"), "WINDOW", 7)
+    migrate(latest())
+
+    # Every stored turn is derived as a fresh ingest derives it: a hybrid turn as envelope.
+    for r in Record.objects.all():
+        sent = {"id": r.record_key, "kind": r.kind, "run_id": r.run_id, "ts": r.ts.isoformat(),
+                "agent": r.agent, "data": r.data}  # fmt: skip
+        fresh = normalise(sent, now=now)
+        assert (r.outcome, r.rollup_key) == (fresh.outcome, fresh.rollup_key)
+        assert r.derived == orjson.loads(fresh.derived_json)
+        if r.data["protocol"] == "hybrid" and "toolCalls" not in r.data:
+            assert r.outcome == HYBRID_TEXTS[r.data["text"]]
+    # The folded turns counted in their new rows: acme's pages are right before any pass.
+    migrated = _decisions(acme, day)
+    assert migrated == Counter(
+        (r.outcome, r.data["protocol"]) for r in Record.objects.filter(project=acme)
+    )
+    assert ("chat", "hybrid") in migrated  # the envelopes that name a chat step
+    rollup.catch_up(lanes=lanes)
+    assert _decisions(acme, day) == migrated
+    after, latencies = _rollups()
+
+    # What a rebuild from the records writes, row for row.
+    rebuild({model.__name__: model for model in apps.get_app_config("records").get_models()})
+    rollup.catch_up(lanes=lanes)
+    rebuilt, rebuilt_latencies = _rollups()
+    assert rebuilt == after
+    assert rebuilt_latencies == pytest.approx(latencies, abs=1e-6)
