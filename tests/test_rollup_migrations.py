@@ -286,7 +286,7 @@ def test_stored_hybrid_turns_of_plain_text_read_as_envelope_turns_after_migratin
     assert ("unparseable", "hybrid") not in _decisions(acme, day)
 
     # Many windows of ids, their edges falling between the turns of either project.
-    monkeypatch.setattr(import_module("records.migrations.0025_rederive_hybrid_turns"), "WINDOW", 7)
+    monkeypatch.setattr(import_module("records.migrations.0026_rederive_hybrid_turns"), "WINDOW", 7)
     migrate(latest())
 
     # Every stored turn is derived as a fresh ingest derives it: a hybrid turn as envelope.

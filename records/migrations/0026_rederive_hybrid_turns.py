@@ -167,6 +167,6 @@ def rederive(apps, schema_editor):
 class Migration(migrations.Migration):
     atomic = False
 
-    dependencies = [("records", "0024_streak_recompute_from_parse_errors")]
+    dependencies = [("records", "0025_pending_batch")]
 
     operations = [migrations.RunPython(rederive, migrations.RunPython.noop)]
