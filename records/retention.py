@@ -244,8 +244,7 @@ def _expire_partitions(now: datetime, folded: int, result: Expiry) -> None:
 # ingest (new rows, new keys) and the catch-up (reads) never wait on it.
 PROJECT_BATCH = 10_000
 PROJECT_DELETE_PLAN = (
-    "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; "
-    "SET LOCAL enable_sort = off"
+    "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"
 )
 PROJECT_DELETE_RESET = "RESET enable_seqscan; RESET enable_bitmapscan; RESET enable_sort"
 PROJECT_DELETE = """
