@@ -1,6 +1,7 @@
 """Expiring a day of records on PostgreSQL, against deleting the same day, in the same run.
 
     .venv/bin/python bench/retention.py [--per-day 300000] [--days 3] [--extra-keys 0]
+    .venv/bin/python bench/retention.py --records 10000000 [--days 20] [--timeout 60]
 
 1. Recreates a scratch database (--database, decisionboard_bench_retention), migrates it.
 2. Stores --per-day demo records (records.demo) through the ingest store into the oldest day
@@ -21,6 +22,18 @@
 
 Prints the database size per million records and `expire N s (detach D s), delete M s, ratio R`
 as its last line (goal: expire < 1 s at 300,000 records a day).
+
+With --records N it measures a project's own retention instead (a project whose retention is
+shorter than the others', its older records deleted in batches: records.retention.
+delete_project_records), in two shapes, the expiring project 10 % and 70 % of N records spread
+over --days day partitions beside three other projects, half of its days past its retention.
+The other projects are loaded first and ANALYZEd, then the expiring project's records: the
+statistics are stale; then forgotten (as never analysed): absent; then ANALYZEd again: fresh.
+In each state it prints the EXPLAIN of the batch statement before (BEFORE_PROJECT_DELETE, from
+the partitioned parent, timed over two batches under --timeout) and after, the after's
+batches over its first day partition (each one's seconds: the longest is what ingest could
+wait), and the ratio of that rate to one plain DELETE of the same rows (the ceiling, rolled
+back like the rest). It appends the figures as one JSON line to bench/results/retention.jsonl.
 
 `expire_oldest_day()` and `size_per_million()` work on any database the product migrated, so a
 larger benchmark (bench/scale.py) can call them on what it loaded:
@@ -248,6 +261,300 @@ def load(per_day: int, days: int, first_day) -> int:
     return project.pk
 
 
+# --- a project's own retention (--records) --------------------------------------------------
+# The per-project batched delete as it was before records.retention.delete_project_records:
+# from the partitioned parent, by id, the plan left to the statistics.
+BEFORE_PROJECT_BATCH = 50_000
+BEFORE_PROJECT_WHERE = "project_id = %(project)s AND ts < %(before)s AND id <= %(folded)s"
+BEFORE_PROJECT_DELETE = (
+    "DELETE FROM records_record WHERE id = ANY(ARRAY(SELECT id FROM records_record WHERE "
+    f"{BEFORE_PROJECT_WHERE} LIMIT {BEFORE_PROJECT_BATCH})) AND {BEFORE_PROJECT_WHERE}"
+)
+PROJECTS = 4  # the expiring project and three others
+DATA = '{"kind": "turn", "model": "gpt-4o", "iteration": 3, "text": "' + "x" * 160 + '"}'
+
+
+def load_project_records(project_id: int, days: list, count: int, tag: str) -> float:
+    """`count` records of the project spread evenly over `days`, with their keys, straight in
+    SQL (one statement a day, so each goes to one partition); returns the seconds taken."""
+    from django.db import connection
+
+    from records import partitions
+
+    started = time.perf_counter()
+    per_day = count // len(days)
+    with connection.cursor() as cursor:
+        for day in days:
+            start, _ = partitions.day_bounds(day)
+            cursor.execute(
+                f"WITH ins AS (INSERT INTO {partitions.PARENT} (project_id, record_key, kind, "
+                "run_id, ts, received_at, is_swap, is_fallback, is_error, is_contract_break, "
+                "rollup_key, has_violation, data, derived) SELECT %(project)s, "
+                "%(tag)s || n, (ARRAY['turn', 'call', 'pick', 'outcome'])[1 + n %% 4], "
+                "'run-' || (n / 100), %(start)s + n * (interval '86399 seconds' / %(count)s), "
+                "now(), false, false, false, false, '', false, %(data)s, '{}' "
+                "FROM generate_series(1, %(count)s) AS n RETURNING project_id, record_key, ts) "
+                f"INSERT INTO {partitions.KEYS} (project_id, record_key, day) "
+                "SELECT project_id, record_key, (ts AT TIME ZONE 'UTC')::date FROM ins",
+                {"project": project_id, "tag": f"{tag}-{day:%Y%m%d}-", "start": start,
+                 "count": per_day, "data": DATA},
+            )  # fmt: skip
+    return time.perf_counter() - started
+
+
+def forget_statistics() -> None:
+    """Leave the records and their keys as if never analysed (nor vacuumed)."""
+    from django.db import connection
+
+    from records import partitions
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.oid FROM pg_class c WHERE c.oid IN (SELECT inhrelid FROM pg_inherits "
+            "WHERE inhparent = %s::regclass) OR c.oid IN (%s::regclass, %s::regclass)",
+            [partitions.PARENT, partitions.PARENT, partitions.KEYS],
+        )
+        tables = [oid for (oid,) in cursor.fetchall()]
+        cursor.execute("DELETE FROM pg_statistic WHERE starelid = ANY(%s)", [tables])
+        cursor.execute(
+            "UPDATE pg_class SET reltuples = -1, relpages = 0 WHERE oid = ANY(%s) "
+            "OR oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = ANY(%s))",
+            [tables, tables],
+        )
+
+
+def plan_of(sql: str, params, setup: str | None = None) -> list[str]:
+    from django.db import connection, transaction
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        if setup:
+            cursor.execute(setup)
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = [line for (line,) in cursor.fetchall()]
+        transaction.set_rollback(True)
+    return plan
+
+
+def plan_shape(plan: list[str]) -> str:
+    """The plan's nodes, costs and row estimates left out (what stays the same if the plan
+    does)."""
+    nodes = []
+    for line in plan:
+        text = line.strip().removeprefix("->").strip()
+        if text.startswith(("Filter", "Index Cond", "TID Cond", "Output", "Recheck")):
+            continue
+        nodes.append(text.split("  (cost=")[0])
+    return " / ".join(nodes)
+
+
+def timed_batches(run_batch, batches: int, timeout_s: int) -> dict:
+    """Run `batches` batches in one transaction, rolled back; each under a statement timeout.
+    Returns the rows, the seconds of each batch, and whether one ran out of time."""
+    from django.db import OperationalError, connection, transaction
+
+    seconds, rows, timed_out = [], 0, False
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL statement_timeout = '{timeout_s}s'")
+        for _ in range(batches):
+            started = time.perf_counter()
+            try:
+                with transaction.atomic():
+                    deleted = run_batch(cursor)
+            except OperationalError:
+                seconds.append(time.perf_counter() - started)
+                timed_out = True
+                break
+            seconds.append(time.perf_counter() - started)
+            rows += deleted
+            if not deleted:
+                break
+        transaction.set_rollback(True)
+    return {"rows": rows, "batch_s": seconds, "timed_out": timed_out}
+
+
+def measure_state(project_id: int, before, first_table: str, timeout_s: int) -> dict:
+    """Plans and timings of the statement before and after, and the ceiling, as the
+    statistics stand."""
+    from django.db import connection
+
+    from records import retention
+
+    folded = 2**62
+    old = {"project": project_id, "before": before, "folded": folded}
+    new = {**old, "since": datetime.min.replace(tzinfo=UTC), "batch": retention.PROJECT_BATCH}
+    new_sql = retention.PROJECT_DELETE.format(table=first_table)
+    result = {
+        "before_plan": plan_of(BEFORE_PROJECT_DELETE, old),
+        "after_plan": plan_of(new_sql, new, retention.PROJECT_DELETE_PLAN),
+    }
+
+    def before_batch(cursor) -> int:
+        cursor.execute(BEFORE_PROJECT_DELETE, old)
+        return cursor.rowcount
+
+    result["before"] = timed_batches(before_batch, 2, timeout_s)
+    # After: the first day partition, batch after batch as delete_project_records goes.
+    cursor_at = {"since": new["since"]}
+
+    def after_batch(cursor) -> int:
+        cursor.execute(retention.PROJECT_DELETE_PLAN)
+        cursor.execute(new_sql, {**new, **cursor_at})
+        deleted, last = cursor.fetchone()
+        cursor_at["since"] = last
+        return deleted
+
+    result["after"] = timed_batches(after_batch, 10_000, timeout_s)
+    # The ceiling: the same rows in one plain DELETE, no batches (rolled back).
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {first_table}")  # the same cache for both
+
+    def ceiling(cursor) -> int:
+        cursor.execute(
+            f"DELETE FROM {first_table} WHERE project_id = %(project)s AND id <= %(folded)s",
+            old,
+        )
+        return cursor.rowcount
+
+    result["ceiling"] = timed_batches(ceiling, 1, 600)
+    return result
+
+
+def report_state(shape: str, state: str, measured: dict) -> dict:
+    before, after, ceiling = measured["before"], measured["after"], measured["ceiling"]
+    before_rate = before["rows"] / sum(before["batch_s"]) if before["rows"] else 0.0
+    after_rate = after["rows"] / sum(after["batch_s"])
+    median = sorted(after["batch_s"])[len(after["batch_s"]) // 2]
+    ceiling_rate = ceiling["rows"] / sum(ceiling["batch_s"])
+    print(f"\n[{shape}, statistics {state}]")
+    print("before, plan: " + plan_shape(measured["before_plan"]))
+    for line in measured["before_plan"]:
+        print("    " + line)
+    print("after, plan: " + plan_shape(measured["after_plan"]))
+    for line in measured["after_plan"]:
+        print("    " + line)
+    print(
+        f"before: {len(before['batch_s'])} batches, {before['rows']:,} rows, batch s "
+        + ", ".join(f"{s:.2f}" for s in before["batch_s"])
+        + (" (ran out of time)" if before["timed_out"] else "")
+        + f"; {before_rate:,.0f} rows/s"
+    )
+    print(
+        f"after: {len(after['batch_s'])} batches, {after['rows']:,} rows, batch s max "
+        f"{max(after['batch_s']):.3f} median {median:.3f}"
+        f"; {after_rate:,.0f} rows/s; ceiling (one plain DELETE of the same rows) "
+        f"{ceiling_rate:,.0f} rows/s; ratio {after_rate / ceiling_rate:.2f}",
+        flush=True,
+    )
+    return {
+        "shape": shape,
+        "statistics": state,
+        "before_plan": plan_shape(measured["before_plan"]),
+        "after_plan": plan_shape(measured["after_plan"]),
+        "before_batch_s": [round(s, 3) for s in before["batch_s"]],
+        "before_rows": before["rows"],
+        "before_timed_out": before["timed_out"],
+        "after_batches": len(after["batch_s"]),
+        "after_max_batch_s": round(max(after["batch_s"]), 3),
+        "after_rows_per_s": round(after_rate),
+        "ceiling_rows_per_s": round(ceiling_rate),
+        "ratio": round(after_rate / ceiling_rate, 3),
+    }
+
+
+def machine() -> str:
+    import os
+    import platform
+
+    model = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{platform.system()} {platform.machine()}, {model}, {os.cpu_count()} cores"
+
+
+def commit() -> str:
+    import subprocess
+
+    out = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+        text=True, check=False,
+    )  # fmt: skip
+    return out.stdout.strip() or "unknown"
+
+
+def project_expiry(args) -> None:
+    """Measure a project's own expiry at --records records, both shapes, three statistics
+    states each; append the figures to bench/results/retention.jsonl."""
+    import json
+
+    rows = []
+    for shape, share in (("minority", 0.1), ("majority", 0.7)):
+        setup_django(args.database)
+        from django.db import connection
+
+        from records import partitions
+        from records.models import Project
+
+        today = partitions.day_of(datetime.now(UTC))
+        days = partitions.days_between(today - timedelta(days=args.days), today - timedelta(days=1))
+        partitions.ensure_days(partitions.days_between(days[0], today))
+        expiring = Project.objects.create(name="expiring", retention_days=args.days // 2)
+        others = [Project.objects.create(name=f"other-{n}") for n in range(1, PROJECTS)]
+        before, _ = partitions.day_bounds(days[0] + timedelta(days=args.days // 2))
+        first_table = partitions.day_name(days[0])
+        mine = int(args.records * share)
+        # Stale: the statistics are taken before the expiring project's records arrive.
+        took = sum(
+            load_project_records(p.pk, days, (args.records - mine) // len(others), f"o{p.pk}")
+            for p in others
+        )
+        print(
+            f"[{shape}] loaded {args.records - mine:,} records of other projects in {took:.0f} s",
+            flush=True,
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {partitions.PARENT}, {partitions.KEYS}")
+        took = load_project_records(expiring.pk, days, mine, "e")
+        print(f"[{shape}] then {mine:,} of the expiring project in {took:.0f} s", flush=True)
+        for state in ("stale", "absent", "fresh"):
+            if state == "absent":
+                forget_statistics()
+            elif state == "fresh":
+                with connection.cursor() as cursor:
+                    cursor.execute(f"ANALYZE {partitions.PARENT}, {partitions.KEYS}")
+            measured = measure_state(expiring.pk, before, first_table, args.timeout)
+            rows.append(report_state(shape, state, measured))
+        connection.close()
+    import psycopg
+
+    from bench.common import ADMIN_URL
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {args.database} WITH (FORCE)")
+    results = Path(__file__).resolve().parent / "results"
+    results.mkdir(exist_ok=True)
+    line = {
+        "bench": "retention --records",
+        "machine": machine(),
+        "commit": commit(),
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "records": args.records,
+        "days": args.days,
+        "figures": rows,
+    }
+    with (results / "retention.jsonl").open("a") as out:
+        out.write(json.dumps(line) + "\n")
+    worst = min(row["ratio"] for row in rows)
+    print(
+        "\nproject expiry: batched delete / one plain DELETE of the same rows, "
+        f"worst ratio {worst:.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--per-day", type=int, default=300_000)
@@ -261,7 +568,19 @@ def main() -> None:
     parser.add_argument(
         "--database", default="decisionboard_bench_retention", help="the scratch database"
     )
+    parser.add_argument(
+        "--records",
+        type=int,
+        default=0,
+        help="measure a project's own expiry instead, over this many records (see above)",
+    )
+    parser.add_argument(
+        "--timeout", type=int, default=60, help="--records: seconds allowed one old statement"
+    )
     args = parser.parse_args()
+    if args.records:
+        project_expiry(args)
+        return
 
     setup_django(args.database)
     from django.conf import settings

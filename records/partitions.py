@@ -40,9 +40,9 @@ DEFAULT = "records_record_default"
 KEYS = "records_recordkey"
 DAY_PREFIX = "records_record_p"
 EXPIRED_PREFIX = "records_record_expired_"
-# Batched deletes (records.retention.delete_in_batches: the default partition's, per-project
-# retention's) go this many rows a statement, so that no single statement holds locks (or
-# builds WAL) for long. An expired day's keys go in one (KEY_DELETE).
+# Batched deletes (records.retention.delete_in_batches: the default partition's, the rollups')
+# go this many rows a statement (a project's own retention: records.retention.PROJECT_BATCH),
+# so that no single statement holds locks (or builds WAL) for long. An expired day's keys go in one (KEY_DELETE).
 BATCH = 50_000
 
 # The trigger that keeps RecordKey in step with deletes (installed by migration 0009).

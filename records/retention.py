@@ -226,13 +226,76 @@ def _expire_partitions(now: datetime, folded: int, result: Expiry) -> None:
         partitions.DEFAULT, "ts < %s AND id <= %s", [horizon(longest, now), folded]
     )
     for project in Project.objects.filter(retention_days__lt=longest):
-        # Prune to the partitions older than the project's horizon (and the default one).
-        result.records_deleted += delete_in_batches(
-            partitions.PARENT,
-            "project_id = %s AND ts < %s AND id <= %s",
-            [project.pk, kept_since(project, now), folded],
-            row="id",
+        result.records_deleted += delete_project_records(
+            project.pk, kept_since(project, now), folded
         )
+
+
+# --- a project's records past its own (shorter) retention, on PostgreSQL -------------------------
+# Each batch is one statement and its own transaction on one partition: the next PROJECT_BATCH
+# rows of the project in `ts` order from where the previous batch ended, read along the
+# record_ts (project_id, ts) index, then deleted by their row addresses (a TID scan). That is
+# the only plan whose cost is bounded by the batch, so it is forced (PROJECT_DELETE_PLAN):
+# the records are bulk-loaded, autovacuum may be off, and with statistics absent or stale the
+# planner otherwise chose to read whole partitions in every batch (bench/retention.py).
+# Sequential and bitmap scans and sorts are off, so record_ts (which yields `ts` order) is the
+# only way to the batch; the DELETE names nothing but row addresses, so a TID scan is the only
+# way to its rows. A batch holds row locks on its own rows alone, for one short transaction:
+# ingest (new rows, new keys) and the catch-up (reads) never wait on it.
+PROJECT_BATCH = 10_000
+PROJECT_DELETE_PLAN = (
+    "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"
+)
+PROJECT_DELETE_RESET = "RESET enable_seqscan; RESET enable_bitmapscan; RESET enable_sort"
+PROJECT_DELETE = """
+WITH batch AS MATERIALIZED (
+    SELECT ctid FROM {table} WHERE project_id = %(project)s AND ts >= %(since)s
+    AND ts < %(before)s AND id <= %(folded)s ORDER BY ts LIMIT %(batch)s
+), gone AS (
+    DELETE FROM {table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM batch)) RETURNING ts
+)
+SELECT count(*), max(ts) FROM gone
+"""
+
+
+def project_delete_tables(before: datetime) -> list[tuple[str, datetime]]:
+    """The partitions that may hold records before `before`, each with the start of its day
+    (the default partition, which may hold any day: the earliest time), oldest first."""
+    tables = [
+        (partitions.day_name(day), partitions.day_bounds(day)[0])
+        for day in sorted(partitions.existing_days())
+        if partitions.day_bounds(day)[0] < before
+    ]
+    return [*tables, (partitions.DEFAULT, datetime.min.replace(tzinfo=UTC))]
+
+
+def delete_project_records(
+    project_id: int, before: datetime, folded: int, *, batch: int | None = None
+) -> int:
+    """Delete the project's records with a `ts` before `before` and an id up to `folded`, a
+    partition at a time and a batch at a time (PROJECT_DELETE); returns how many."""
+    batch = batch or PROJECT_BATCH
+    in_callers_transaction = connection.in_atomic_block
+    total = 0
+    with connection.cursor() as cursor:
+        for table, since in project_delete_tables(before):
+            sql = PROJECT_DELETE.format(table=table)
+            while True:
+                with transaction.atomic():
+                    cursor.execute(PROJECT_DELETE_PLAN)
+                    cursor.execute(
+                        sql,
+                        {"project": project_id, "since": since, "before": before,
+                         "folded": folded, "batch": batch},
+                    )  # fmt: skip
+                    deleted, last = cursor.fetchone()
+                if in_callers_transaction:  # SET LOCAL lasts until the caller's commit
+                    cursor.execute(PROJECT_DELETE_RESET)
+                total += deleted
+                if deleted < batch:
+                    break
+                since = last  # rows at `last` not deleted yet are read again: ts >= last
+    return total
 
 
 def _default_days(since: datetime) -> list[date]:
