@@ -242,7 +242,7 @@ def _expire_partitions(now: datetime, folded: int, result: Expiry) -> None:
 # only way to the batch; the DELETE names nothing but row addresses, so a TID scan is the only
 # way to its rows. A batch holds row locks on its own rows alone, for one short transaction:
 # ingest (new rows, new keys) and the catch-up (reads) never wait on it.
-PROJECT_BATCH = 10_000
+PROJECT_BATCH = 5_000
 PROJECT_DELETE_PLAN = (
     "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"
 )
