@@ -25,8 +25,9 @@ urlpatterns = [
     path("favicon.ico", staticfiles.favicon, name="dash-favicon"),
     path("", overview.overview, name="dash-overview"),
     path("runs/", runs.runs_list, name="dash-runs"),
-    # Before the run pattern, which would read it as the run "compare".
-    path("runs/compare/", compare.compare_runs, name="dash-runs-compare"),
+    # Outside runs/: any path there may be a run's, a run id being any string (run "compare"
+    # too; its page sends links carrying a comparison's arguments here).
+    path("compare/", compare.compare_runs, name="dash-runs-compare"),
     # A run id is any string up to 200 characters, slashes included: the pick pattern first.
     path("runs/<path:run_id>/picks/<int:iteration>/", pick.pick_detail, name="dash-pick"),
     path("runs/<path:run_id>/", run_detail.run_detail, name="dash-run-detail"),

@@ -275,7 +275,7 @@ def _two_runs(alice) -> None:
 def test_it_lines_two_runs_up_by_iteration_and_marks_what_differs(alice):
     _two_runs(alice)
     client = operator("alice", alice)
-    html = client.get("/runs/compare/", {"a": "run-a", "b": "run-b"}).content.decode()
+    html = client.get("/compare/", {"a": "run-a", "b": "run-b"}).content.decode()
     steps = re.findall(r'<tbody class="compare-step( differs)?" data-iteration="(\d+)">', html)
     assert steps == [("", "0"), (" differs", "1")]
     differing = re.findall(r'<tr class="lane diff" data-lane="([a-z]+)">', html)
@@ -289,24 +289,41 @@ def test_two_ticked_runs_of_the_list_compare_without_javascript(alice):
     _two_runs(alice)
     client = operator("alice", alice)
     runs = client.get("/runs/").content.decode()
-    assert 'form="compare-form"' in runs and 'action="/runs/compare/"' in runs
+    assert 'form="compare-form"' in runs and 'action="/compare/"' in runs
 
     def table(html: str) -> str:
         return re.search(r'<table class="compare">.*?</table>', html, re.S).group(0)
 
-    ticked = client.get("/runs/compare/?run=run-a&run=run-b").content.decode()
-    typed = client.get("/runs/compare/", {"a": "run-a", "b": "run-b"}).content.decode()
+    ticked = client.get("/compare/?run=run-a&run=run-b").content.decode()
+    typed = client.get("/compare/", {"a": "run-a", "b": "run-b"}).content.decode()
     assert table(ticked) == table(typed) and 'data-lane="served"' in table(ticked)
-    three = client.get("/runs/compare/?run=run-a&run=run-b&run=run-c")
+    three = client.get("/compare/?run=run-a&run=run-b&run=run-c")
     assert three.status_code == 400 and "Select exactly two runs" in three.content.decode()
-    assert client.get("/runs/compare/", {"a": "run-a", "b": "nope"}).status_code == 404
+    assert client.get("/compare/", {"a": "run-a", "b": "nope"}).status_code == 404
+
+
+def test_links_to_the_comparison_under_runs_reach_it_unless_they_name_a_run(alice):
+    _two_runs(alice)
+    client = operator("alice", alice)
+    for query in ("?a=run-a&b=run-b", "?run=run-a&run=run-b", ""):
+        response = client.get("/runs/compare/" + query)
+        assert response.status_code == 302 and response["Location"] == "/compare/" + query
+    # A run named "compare" has the bare path; a link with a comparison's arguments compares.
+    post(alice, [record("model_selection", run_id="compare")])
+    rollup.catch_up()
+    run = client.get("/runs/compare/")
+    assert '<h1>Run <span class="mono">compare</span></h1>' in run.content.decode()
+    assert client.get("/runs/compare/?page=1").status_code == 200
+    response = client.get("/runs/compare/?a=run-a&b=compare")
+    assert response.status_code == 302 and response["Location"] == "/compare/?a=run-a&b=compare"
+    assert "Compare runs" in client.get(response["Location"]).content.decode()
 
 
 def test_a_comparison_takes_a_fixed_number_of_queries(alice, django_assert_max_num_queries):
     _two_runs(alice)
     client = operator("alice", alice)
     with django_assert_max_num_queries(10):
-        assert client.get("/runs/compare/", {"a": "run-a", "b": "run-b"}).status_code == 200
+        assert client.get("/compare/", {"a": "run-a", "b": "run-b"}).status_code == 200
 
 
 def test_lanes_put_records_without_an_iteration_in_the_one_under_way():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from html import escape, unescape
 from html.parser import HTMLParser
 
 import pytest
@@ -369,6 +370,32 @@ def test_it_opens_a_run_whose_id_has_slashes_and_spaces(alice, alice_page):
     assert link == "/runs/team%20a/run%207%3Fx%231/"
     assert run_id in alice_page.get(link).content.decode()
     assert alice_page.get(link + "picks/0/").status_code == 200
+
+
+# Run ids are the agents' to choose: a word a page path uses, unicode, URL-reserved characters.
+ODD_RUN_IDS = ("compare", "ran-ünïcødé-日本", "a/b", "x?y#z", "100%", "a b")
+
+
+@pytest.mark.parametrize("run_id", ODD_RUN_IDS)
+def test_it_opens_any_run_from_the_runs_lists_own_link(alice, alice_page, run_id):
+    t = timezone.now().replace(microsecond=0) - timedelta(minutes=20)
+    post(alice, [record("tool_choice.pick", run_id=run_id, ts=iso(t)),
+                 record("tool_choice.pick", run_id="other", ts=iso(t))])  # fmt: skip
+    rollup.catch_up()
+    runs = alice_page.get("/runs/").content.decode()
+    links = dict(
+        (unescape(title), unescape(href))
+        for href, title in re.findall(r'<td class="run-id"><a href="([^"]+)" title="([^"]*)"', runs)
+    )
+    assert set(links) == {run_id, "other"}
+    response = alice_page.get(links[run_id])
+    assert response.status_code == 200, links[run_id]
+    html = response.content.decode()
+    assert f'<h1>Run <span class="mono">{escape(run_id)}</span></h1>' in html
+    # Its pages link to each other with the same encoding.
+    pick = re.search(r'<div class="title"><a href="([^"]+)">', html).group(1)
+    assert unescape(pick) == links[run_id] + "picks/0/"
+    assert escape(run_id) in alice_page.get(unescape(pick)).content.decode()
 
 
 def test_it_polls_a_live_run_and_not_a_finished_one(alice, alice_page):
