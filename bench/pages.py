@@ -277,7 +277,7 @@ def measure(requests: int) -> list[tuple[str, float, float, float, float]]:
         ("sessions", "/sessions/", {}),
         ("sessions, page 2", "/sessions/", second),
         ("a session", f"/sessions/{session.session_id}/", {}),
-        (f"run comparison (2×{COMPARED} records)", "/runs/compare/",
+        (f"run comparison (2×{COMPARED} records)", "/compare/",
          {"a": compared[0], "b": compared[1]}),
     ]  # fmt: skip
     # As a web worker does once it has loaded the app (gunicorn.conf.py): the objects held so far

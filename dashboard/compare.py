@@ -1,4 +1,4 @@
-"""Run comparison (`/runs/compare/?a=&b=`): two runs' decision paths side by side, by iteration.
+"""Run comparison (`/compare/?a=&b=`): two runs' decision paths side by side, by iteration.
 
 For each iteration of either run, the lanes of a decision: the classifier's ranked list, what
 was served and chosen, what the model then called, the model selected, the verdicts and the

@@ -1,14 +1,9 @@
 """Fallback chains (`/fallbacks/`): every way a run ended up on another model than configured.
 
-Five causes, each read where it is already counted:
-
-- `route_fallback`, `route_unroutable`: pre-flight route swaps, the notices
-  `route.fallback_to_primary` and `route.classifier_unroutable` (NOTICE rollups, by code);
-- `ladder`: classifications that walked on from the seat to the main model (the
-  derived.classification rollups with fell_back "1", the ladder fallbacks);
-- `reliability`: reliability events of type `fallback_triggered` (RELIABILITY rollups);
-- `router`: model selections whose selected model is not the default (SELECTION rollups, the
-  swaps).
+What moved a run, and the causes, are defined once in records.fallback_causes; each cause is read
+where it is already counted (the NOTICE, CLASSIFICATION, RELIABILITY and SELECTION rollups for
+the charts, the run summaries' swap and fallback flags for the runs that moved), so a run behind
+a counted cause is a listed run.
 
 The page reads those rollups once (records.reader), the runs table for the runs of the range
 (how many moved, and the recent ones with their flags), and one run's records for the chain of
@@ -37,22 +32,28 @@ from dashboard.params import chart_context, chart_params
 from dashboard.rollups import count_rows, overview_range
 from dashboard.run_detail import load_records
 from dashboard.runs import CursorError, Sort, keyset_page, run_row
-from records import keys
+from records import fallback_causes, keys
+from records.fallback_causes import MOVED_RUN
 from records.keys import CLASSIFICATION, NOTICE, RELIABILITY, SELECTION, VERDICT
 from records.models import Record, Run
 from records.reader import Row
 
-ROUTE_FALLBACK = "route.fallback_to_primary"
-ROUTE_UNROUTABLE = "route.classifier_unroutable"
 # cause -> label, in the order the page lists them (pre-flight first, as a call meets them).
-CAUSES = {
-    "route_fallback": "pre-flight route fallback (route.fallback_to_primary)",
-    "route_unroutable": "classifier unroutable (route.classifier_unroutable)",
-    "ladder": "classifier ladder walk (seat → main model)",
-    "reliability": "reliability fallback_triggered",
-    "router": "router swap (selected ≠ default model)",
-}
-KINDS = (NOTICE, CLASSIFICATION, RELIABILITY, SELECTION)
+CAUSES = dict(
+    zip(
+        fallback_causes.CAUSES,
+        (
+            "pre-flight route fallback (route.fallback_to_primary)",
+            "classifier unroutable (route.classifier_unroutable)",
+            "classifier ladder walk (seat → main model)",
+            "classifier fallback notice (classifier.fallback)",
+            "reliability fallback_triggered",
+            "router swap (selected ≠ default model)",
+        ),
+        strict=True,
+    )
+)
+KINDS = fallback_causes.ROW_KINDS
 RUNS_SHOWN = 50
 CHAIN_RECORDS = 2000  # a run's chain reads at most this many of its records
 
@@ -60,18 +61,7 @@ CHAIN_RECORDS = 2000  # a run's chain reads at most this many of its records
 # --- the rollup fold (pure) ----------------------------------------------------------------------
 def cause_of(row: Row) -> str | None:
     """The cause a rollup row counts towards, or None."""
-    k = keys.decode(row.kind, row.key)
-    if row.kind == NOTICE:
-        return {ROUTE_FALLBACK: "route_fallback", ROUTE_UNROUTABLE: "route_unroutable"}.get(
-            k["code"]
-        )
-    if row.kind == CLASSIFICATION:
-        return "ladder" if k["fell_back"] == "1" else None
-    if row.kind == RELIABILITY:
-        return "reliability" if k["type"] == "fallback_triggered" else None
-    if row.kind == SELECTION:
-        return "router" if k["selected"] != row.model else None
-    return None
+    return fallback_causes.row_cause(row.kind, row.key, row.model)
 
 
 def fold(rows: Iterable[Row]) -> dict[str, Any]:
@@ -109,7 +99,7 @@ def run_counts(project_id: int, start: datetime, end: datetime, agents: list[str
     runs = _runs_in(project_id, start, end, agents)
     return runs.aggregate(
         runs=Count("id"),
-        moved=Count("id", filter=Q(has_swap=True) | Q(has_fallback=True)),
+        moved=Count("id", filter=MOVED_RUN),
         swapped=Count("id", filter=Q(has_swap=True)),
         fell_back=Count("id", filter=Q(has_fallback=True)),
     )
@@ -182,9 +172,9 @@ def chain(records: list[dict]) -> list[Step]:
             walked.add(call)
             why = f"{d.get('toolName')}: " + _why_of_rung0(rung0.get(call, []))
             step = ("ladder", d.get("seatModel") or "", d.get("model"), why)
-        elif kind == NOTICE and d.get("code") in (ROUTE_FALLBACK, ROUTE_UNROUTABLE):
+        elif kind == NOTICE and fallback_causes.is_fallback_notice(d.get("code")):
             detail = d.get("detail") if isinstance(d.get("detail"), dict) else {}
-            cause = "route_fallback" if d["code"] == ROUTE_FALLBACK else "route_unroutable"
+            cause = fallback_causes.NOTICE_CAUSES[d["code"]]
             why = ", ".join(
                 _text(v) for v in (detail.get("cause"), d.get("message")) if v not in (None, "")
             )
@@ -212,15 +202,14 @@ def chain(records: list[dict]) -> list[Step]:
 
 def _chain_records(run: Run) -> list[dict]:
     """The run's records that can move it, in ts order: swaps, fallback flags (ladder walks,
-    reliability fallbacks, fallback notices), the route notices, and its verdicts (the rung-0
-    attempts say why a classification walked). Index record_run_ts."""
+    reliability fallbacks, fallback notices), the fallback notices by code too, and its verdicts
+    (the rung-0 attempts say why a classification walked). Index record_run_ts."""
+    notices = [keys.escape(code) for code in fallback_causes.NOTICE_CAUSES]
     moving = (
         Q(is_swap=True)
         | Q(is_fallback=True)
         | Q(kind=VERDICT)
-        | Q(
-            kind=NOTICE, rollup_key__in=[keys.escape(ROUTE_FALLBACK), keys.escape(ROUTE_UNROUTABLE)]
-        )
+        | Q(kind=NOTICE, rollup_key__in=notices)
     )
     return load_records(
         Record.objects.filter(project_id=run.project_id, run_id=run.run_id)
@@ -238,7 +227,7 @@ def fallbacks_page(request: HttpRequest) -> HttpResponse:
     start, end = overview_range(now, period.name)
     data = fold(count_rows(project.pk, period.interval, start, end, KINDS, agents))
     counts = run_counts(project.pk, start, end, agents)
-    moved = _runs_in(project.pk, start, end, agents).filter(Q(has_swap=True) | Q(has_fallback=True))
+    moved = _runs_in(project.pk, start, end, agents).filter(MOVED_RUN)
     try:
         runs, next_cursor = keyset_page(
             moved, Sort("last_ts", True), request.GET.get("after"), RUNS_SHOWN

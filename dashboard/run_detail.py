@@ -13,8 +13,9 @@ import orjson
 from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
@@ -90,9 +91,28 @@ def _timeline_context(request: HttpRequest, run: Run) -> dict:
     }
 
 
+# /runs/compare/ is the page of the run named "compare" (run ids are the agents' to choose);
+# links to the comparison at that path reach it still: those carrying its arguments, and the
+# bare path when no run has that name.
+COMPARE_PATH_ID = "compare"
+COMPARE_ARGS = ("a", "b", "run")
+
+
+def _to_comparison(request: HttpRequest) -> HttpResponse:
+    query = request.GET.urlencode()
+    return redirect(reverse("dash-runs-compare") + (f"?{query}" if query else ""))
+
+
 @login_required
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
-    run = get_run_for_user(request, run_id)
+    if run_id == COMPARE_PATH_ID and any(request.GET.get(arg) for arg in COMPARE_ARGS):
+        return _to_comparison(request)
+    try:
+        run = get_run_for_user(request, run_id)
+    except Http404:
+        if run_id == COMPARE_PATH_ID:
+            return _to_comparison(request)
+        raise
     context = _timeline_context(request, run)
     if request.headers.get("HX-Request"):
         # The live poll: the run's counters and timeline, nothing else.

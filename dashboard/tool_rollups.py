@@ -100,7 +100,8 @@ def tool_page(
     before: int | None = None,
 ) -> dict:
     """One tool: its funnel, by classifier model, over time, its skips, calls and errors, and
-    the runs of the period where it was missed. Three queries."""
+    the runs of the period where it was missed. Three queries; `seen` False when the period
+    holds nothing of it (tool_known then says whether the project ever did)."""
     period, grain, start, end = _hourly_range(now, period_name)
     prefix = keys.escape(name) + "|"
     rows = _tool_rows(project_id, grain, start, end, agents,
@@ -123,11 +124,19 @@ def tool_page(
         "period": period,
         "start": start,
         "end": end,
+        "seen": bool(rows),  # anything of the tool in the period (for these agents)
         "stats": stats,
         "models": {label: s for label, s in models.items() if s is not None},
         "series": [(t, s) for t, s in series if s is not None],
         "missed_runs": missed_runs(project_id, name, start, end, agents, before),
     }
+
+
+def tool_known(project_id: int, name: str) -> bool:
+    """Whether any record of the project, at any time kept, offered, ranked, served or called
+    `name`: a pick's tools and an outcome's calls are TOOL rows, a turn's calls TOOL_CALL rows,
+    each keyed by the tool first. One index probe of their day rows."""
+    return reader.any_key(project_id, Grain.DAY, (TOOL, TOOL_CALL), keys.escape(name) + "|")
 
 
 def missed_runs(project_id, name, start, end, agents, before=None) -> dict:

@@ -5,7 +5,7 @@ without a judge (/selection/) and the narrowing what-if (/narrowing/). Each read
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.http import urlencode
@@ -58,6 +58,10 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
     chosen, period, agents, error = chart_params(request)
     now = timezone.now()
     data = tool_rollups.tool_page(project.pk, now, period.name, agents, name, _before(request))
+    # A name nothing of the project ever named is no tool of it, as an unknown run is no run;
+    # a tool with nothing in this period is still one (the page says the period is empty).
+    if not data["seen"] and not tool_rollups.tool_known(project.pk, name):
+        raise Http404("No such tool.")
     partial = in_progress(period, data["start"], data["end"], now)
     stats = data["stats"]
     context = {

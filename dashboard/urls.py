@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, register_converter
 
 from dashboard import (
     alerts,
@@ -20,19 +20,24 @@ from dashboard import (
     streaks,
     tools,
 )
+from dashboard.run_paths import RunIdConverter
+
+register_converter(RunIdConverter, "run_id")
 
 urlpatterns = [
     path("favicon.ico", staticfiles.favicon, name="dash-favicon"),
     path("", overview.overview, name="dash-overview"),
     path("runs/", runs.runs_list, name="dash-runs"),
-    # Before the run pattern, which would read it as the run "compare".
-    path("runs/compare/", compare.compare_runs, name="dash-runs-compare"),
-    # A run id is any string up to 200 characters, slashes included: the pick pattern first.
-    path("runs/<path:run_id>/picks/<int:iteration>/", pick.pick_detail, name="dash-pick"),
-    path("runs/<path:run_id>/", run_detail.run_detail, name="dash-run-detail"),
+    # Outside runs/: any path there may be a run's, a run id being any string (run "compare"
+    # too; its page sends links carrying a comparison's arguments here).
+    path("compare/", compare.compare_runs, name="dash-runs-compare"),
+    # A run id is any string up to 200 characters, slashes included (dashboard.run_paths): the
+    # pick pattern first.
+    path("runs/<run_id:run_id>/picks/<int:iteration>/", pick.pick_detail, name="dash-pick"),
+    path("runs/<run_id:run_id>/", run_detail.run_detail, name="dash-run-detail"),
     path("models/", models_page.models_page, name="dash-models"),
     path("fallbacks/", fallbacks.fallbacks_page, name="dash-fallbacks"),
-    path("fallbacks/runs/<path:run_id>/", fallbacks.fallback_run, name="dash-fallback-run"),
+    path("fallbacks/runs/<run_id:run_id>/", fallbacks.fallback_run, name="dash-fallback-run"),
     path("sessions/", sessions.sessions_list, name="dash-sessions"),
     path("sessions/<path:session_id>/", sessions.session_detail, name="dash-session"),
     path("classifiers/", classifiers.classifiers_page, name="dash-classifiers"),

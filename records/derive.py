@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from records import keys
+from records import fallback_causes, keys
 from records import schema as s
 from records.keys import NOTICE_SPLITS, encode
 
@@ -150,7 +150,7 @@ def derive_outcome(d: s.Outcome) -> Derived:
 
 
 def derive_model_selection(d: s.ModelSelection) -> Derived:
-    swap = d.selected_model != d.default_model
+    swap = fallback_causes.is_swap(d.default_model, d.selected_model)
     switch = d.previous_model is not None and d.previous_model != d.selected_model
     return Derived(
         model=d.default_model,
@@ -237,8 +237,7 @@ def derive_turn(d: s.Turn) -> Derived:
 
 
 def derive_verdict(d: s.Verdict) -> Derived:
-    # A first attempt (not a re-ask) on rung 1 means the seat gave no ruling: a ladder fallback.
-    ladder_fallback = d.rung == 1 and not d.reask
+    ladder_fallback = fallback_causes.is_ladder_fallback(d.rung, d.reask)
     # A ruling without its verdict (a broken contract, flagged) still counts, as "ruled".
     verdict_class = (d.verdict or "ruled") if d.outcome == "ruled" else d.outcome
     attempt = f"{'reask' if d.reask else 'rung'}{d.rung}"
@@ -258,9 +257,6 @@ def derive_verdict(d: s.Verdict) -> Derived:
     )
 
 
-_FALLBACK_NOTICES = {"classifier.fallback", "route.fallback_to_primary"}
-
-
 def _notice_key(d: s.Notice) -> str:
     values = {name: d.detail.get(name, "") for name in NOTICE_SPLITS.get(d.code, ())}
     return encode(keys.NOTICE, {"code": d.code, **values})
@@ -275,7 +271,7 @@ def derive_notice(d: s.Notice) -> Derived:
         model=model,
         other_models=_others(model, *(m for m in named if _is_model_name(m))),
         outcome=d.level,
-        is_fallback=d.code in _FALLBACK_NOTICES,
+        is_fallback=fallback_causes.is_fallback_notice(d.code),
         is_contract_break=d.code == "classifier.contract_broken",
         is_error=d.level == "error",
         rollup_key=_notice_key(d),
@@ -309,7 +305,7 @@ def derive_reliability(d: s.Reliability) -> Derived:
     return Derived(
         outcome=d.type,
         rollup_key=encode(keys.RELIABILITY, {"type": d.type}),
-        is_fallback=d.type == "fallback_triggered",
+        is_fallback=d.type == fallback_causes.RELIABILITY_FALLBACK,
         is_error=d.type == "fail_fast",
     )
 

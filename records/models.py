@@ -11,6 +11,8 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from records import keys
+
 KEY_PREFIX = "dbk_"
 LAST_USED_EVERY = timedelta(minutes=1)
 
@@ -367,8 +369,19 @@ class Rollup(models.Model):
         # range (the records counts); a read of a few kinds (a metric, a page's rates, the
         # latency sketches) walks only their rows along rollup_kind_bucket instead of every
         # kind's in the range (migration 0021).
-        indexes = [models.Index(fields=["project", "grain", "kind", "bucket"],
-                                name="rollup_kind_bucket")]  # fmt: skip
+        # rollup_tool_key: whether a project ever knew a tool (a tool page's 404) is one probe
+        # of the tool kinds' day rows by key prefix (records.reader.any_key), whatever the
+        # number of days kept; the pattern opclass lets PostgreSQL serve LIKE 'name|%' from it
+        # under any collation (ignored elsewhere).
+        indexes = [
+            models.Index(fields=["project", "grain", "kind", "bucket"], name="rollup_kind_bucket"),
+            models.Index(
+                fields=["project", "key"],
+                name="rollup_tool_key",
+                opclasses=["int8_ops", "varchar_pattern_ops"],
+                condition=models.Q(grain="day", kind__in=[keys.TOOL, keys.TOOL_CALL]),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.grain} {self.bucket:%Y-%m-%dT%H:%M} {self.model} {self.key}"

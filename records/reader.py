@@ -107,6 +107,21 @@ def read(
     return rows
 
 
+def any_key(project_id: int, grain: str, kinds: Iterable[str], key_prefix: str) -> bool:
+    """Whether the project has a row of `grain` and `kinds` whose key starts with
+    `key_prefix`, in any bucket kept. For the day rows of the tool kinds (a tool's name,
+    records.keys.escape'd, then "|") one probe of index rollup_tool_key."""
+    kinds = list(kinds)
+    sql = (
+        f'SELECT 1 FROM {_TABLE} WHERE "project_id" = %s AND "grain" = %s '
+        f'AND "kind" IN ({", ".join(["%s"] * len(kinds))}) '
+        f'AND "key" {connection.operators["startswith"] % "%s"} LIMIT 1'
+    )
+    params = [project_id, Grain(grain).value, *kinds,
+              connection.ops.prep_for_like_query(key_prefix) + "%"]  # fmt: skip
+    return bool(_fetch(sql, params))
+
+
 # The reads below are written out: every page and metrics call makes one to four of them, and
 # the ORM took longer to build and compile each than the database took to run most.
 # One text for both databases (CAST, positional GROUP BY); values adapted as the ORM adapts

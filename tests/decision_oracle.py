@@ -4,8 +4,8 @@ Pure Python over the posted dicts only (never the derive code, the rollups, the 
 run summaries), straight from the definitions, so a mistake in any of those shows as a difference.
 The corpus spreads runs over sessions (and none), crosses minute and hour boundaries, swaps
 models, walks classifier ladders (tests/oracle.py's classifications, arriving in any order),
-files route notices with and without detail, reliability events of every type, and gives a
-session and a run hostile names.
+files route and classifier fallback notices with and without detail, reliability events of
+every type, and gives a session and a run hostile names.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ EVIL_RUN = "run-'\"<b>evil</b>"
 EVIL_NOTICE = '<img src=x onerror=alert("notice")>'
 MAINS = oracle.MAINS
 SPAN = timedelta(hours=3)
-CAUSES = ("route_fallback", "route_unroutable", "ladder", "reliability", "router")
+CAUSES = ("route_fallback", "route_unroutable", "ladder", "classifier_fallback", "reliability",
+          "router")  # fmt: skip
 
 
 def build(runs: int = 24, seed: int = 5) -> list[dict]:
@@ -85,6 +86,11 @@ def build(runs: int = 24, seed: int = 5) -> list[dict]:
                     "code": "classifier.role_defaulted", "level": "info", "message": "m",
                     "detail": {"reason": rng.choice(["tier_table", "main_only"]),
                                "model": "qwen3-8b"}}, **env))  # fmt: skip
+            elif roll < 0.6:
+                out.append(record("notice", ts=moment, data={
+                    "code": "classifier.fallback", "level": "warn", "message": "no ruling",
+                    "detail": {"from": "qwen3-8b", "to": default, "cause": "parse_error"}},
+                    **env))  # fmt: skip
             if rng.random() < 0.35:
                 n += 1
                 out += oracle._classification(rng, 10_000 + n, env)
@@ -97,7 +103,11 @@ def _has_fallback(r: dict) -> bool:
     if r["kind"] == "classifier.verdict":
         return d["rung"] == 1 and not d["reask"]
     if r["kind"] == "notice":
-        return d["code"] in ("classifier.fallback", "route.fallback_to_primary")
+        return d["code"] in (
+            "classifier.fallback",
+            "route.fallback_to_primary",
+            "route.classifier_unroutable",
+        )
     return r["kind"] == "reliability" and d["type"] == "fallback_triggered"
 
 
@@ -117,6 +127,8 @@ def fallback_events(records: list[dict]) -> list[tuple[datetime, str, str | None
             out.append((when(r), "route_fallback", detail.get("model", detail.get("from"))))
         elif r["kind"] == "notice" and d["code"] == "route.classifier_unroutable":
             out.append((when(r), "route_unroutable", None))
+        elif r["kind"] == "notice" and d["code"] == "classifier.fallback":
+            out.append((when(r), "classifier_fallback", (d.get("detail") or {}).get("from")))
         elif r["kind"] == "reliability" and d["type"] == "fallback_triggered":
             out.append((when(r), "reliability", None))
         elif _is_swap(r):

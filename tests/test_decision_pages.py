@@ -104,7 +104,10 @@ def test_it_counts_the_runs_that_moved_as_the_oracle_does(world):
     runs = do.runs(records)
     want = sorted((r for r in runs if runs[r]["swap"] or runs[r]["fallback"]),
                   key=lambda r: runs[r]["last"], reverse=True)  # fmt: skip
-    assert [unquote(unescape(r)) for r in listed] == want[: fallbacks.RUNS_SHOWN]
+    got = [unquote(unescape(r)) for r in listed]
+    # Newest last record first; runs that end at the same instant come in either order.
+    assert sorted(got) == sorted(want[: fallbacks.RUNS_SHOWN])
+    assert [runs[r]["last"] for r in got] == [runs[r]["last"] for r in want[: fallbacks.RUNS_SHOWN]]
 
 
 def test_a_runs_chain_says_what_was_configured_what_served_and_why(world):
@@ -170,6 +173,95 @@ def test_a_chain_walks_a_classification_once_and_says_why_the_seat_gave_none():
     assert [(s.cause, s.configured, s.served, s.why) for s in steps] == [
         ("ladder", "qwen3-8b", "gpt-5", "send_email: seat parse_error (missing)")
     ]
+
+
+def _moved_by(cause: str, run_id: str, t) -> list[dict]:
+    """The records of a run that moved by `cause` alone (one event of it)."""
+    env = {"run_id": run_id, "ts": iso(t)}
+    verdict = {"toolName": "send_email", "toolCallId": f"{run_id}-call", "model": "qwen3-8b",
+               "seatModel": "qwen3-8b", "rung": 0, "reask": False, "outcome": "ruled",
+               "verdict": "allow", "seat": "think", "station": "leg", "wallMs": 10.0}  # fmt: skip
+
+    def notice(code, detail):
+        return record("notice", data={"code": code, "level": "warn", "message": "m",
+                                      "detail": detail}, **env)  # fmt: skip
+
+    if cause == "route_fallback":
+        return [notice("route.fallback_to_primary",
+                       {"seat": "classifier", "from": "qwen3-8b", "to": "gpt-5",
+                        "cause": "timeout"})]  # fmt: skip
+    if cause == "route_unroutable":
+        return [notice("route.classifier_unroutable", {})]
+    if cause == "classifier_fallback":
+        return [notice("classifier.fallback",
+                       {"from": "qwen3-8b", "to": "gpt-5", "cause": "parse_error"})]  # fmt: skip
+    if cause == "ladder":
+        seat = {**verdict, "outcome": "parse_error", "form": "missing"}
+        del seat["verdict"]
+        later = {**env, "ts": iso(t + timedelta(seconds=1))}
+        return [record("classifier.verdict", data=seat, **env),
+                record("classifier.verdict", data={**verdict, "rung": 1, "model": "gpt-5"},
+                       **later)]  # fmt: skip
+    if cause == "reliability":
+        return [record("reliability", data={"type": "fallback_triggered", "primary": "anthropic",
+                                            "fallback": "openai"}, **env)]  # fmt: skip
+    assert cause == "router"
+    return [record("model_selection", data={"default_model": "gpt-5",
+                                            "selected_model": "gpt-5-mini"}, **env)]  # fmt: skip
+
+
+def test_the_runs_listed_as_moved_are_the_runs_behind_each_counted_cause(alice):
+    t = BASE_TS + timedelta(minutes=30)
+    behind = {cause: [f"{cause}-{k}" for k in range(i + 1)]
+              for i, cause in enumerate(fallbacks.CAUSES)}  # fmt: skip
+    records = [r for cause, runs in behind.items() for run in runs
+               for r in _moved_by(cause, run, t)]  # fmt: skip
+    # Runs that did not move: a kept model, a retry, a seat that ruled, another notice.
+    still = [
+        record("model_selection", run_id="still-0", ts=iso(t)),
+        record("reliability", data={"type": "retried", "attempt": 1}, run_id="still-1", ts=iso(t)),
+        record("classifier.verdict", run_id="still-2", ts=iso(t)),
+        record("notice", run_id="still-3", ts=iso(t)),
+    ]
+    post(alice, records + still)
+    rollup.catch_up()
+    html = operator("alice", alice).get("/fallbacks/", RANGE).content.decode()
+    listed = {unquote(unescape(r)) for r in
+              re.findall(r'<a class="chain" href="/fallbacks/runs/([^"]+)/">', html)}  # fmt: skip
+    moved = sum(len(runs) for runs in behind.values())
+    assert f'<td class="num" data-runs>{moved + len(still)} / {moved}</td>' in html
+    for cause, runs in behind.items():
+        counted = re.search(rf'<tr data-cause="{cause}"><td>[^<]*</td><td class="num">(\d+)</td>',
+                            html)  # fmt: skip
+        assert counted and int(counted.group(1)) == len(runs), cause  # the charts' count
+        assert listed & set(runs) == set(runs), cause  # the list
+    assert listed == {run for runs in behind.values() for run in runs}
+
+
+@pytest.fixture
+def migrated_back(transactional_db):
+    from tests.test_partition_migration import latest, migrate
+
+    yield migrate
+    migrate(latest())
+
+
+def test_unroutable_notices_stored_before_flag_their_runs_as_moved(alice, migrated_back):
+    from records.models import Record, Run
+
+    migrated_back([("records", "0027_rollup_tool_key")])
+    t = BASE_TS + timedelta(minutes=30)
+    post(alice, [*_moved_by("route_unroutable", "unroutable", t),
+                 *_moved_by("route_fallback", "route", t),
+                 record("model_selection", run_id="still", ts=iso(t))])  # fmt: skip
+    rollup.catch_up()
+    # As ingest and the catch-up left them when this notice was no fallback.
+    Record.objects.filter(run_id="unroutable").update(is_fallback=False)
+    Run.objects.filter(run_id="unroutable").update(has_fallback=False)
+    migrated_back([("records", "0028_unroutable_notice_is_a_fallback")])
+    assert Record.objects.get(run_id="unroutable").is_fallback
+    flagged = dict(Run.objects.values_list("run_id", "has_fallback"))
+    assert flagged == {"unroutable": True, "route": True, "still": False}
 
 
 # --- sessions -----------------------------------------------------------------------------------
@@ -275,7 +367,7 @@ def _two_runs(alice) -> None:
 def test_it_lines_two_runs_up_by_iteration_and_marks_what_differs(alice):
     _two_runs(alice)
     client = operator("alice", alice)
-    html = client.get("/runs/compare/", {"a": "run-a", "b": "run-b"}).content.decode()
+    html = client.get("/compare/", {"a": "run-a", "b": "run-b"}).content.decode()
     steps = re.findall(r'<tbody class="compare-step( differs)?" data-iteration="(\d+)">', html)
     assert steps == [("", "0"), (" differs", "1")]
     differing = re.findall(r'<tr class="lane diff" data-lane="([a-z]+)">', html)
@@ -289,24 +381,41 @@ def test_two_ticked_runs_of_the_list_compare_without_javascript(alice):
     _two_runs(alice)
     client = operator("alice", alice)
     runs = client.get("/runs/").content.decode()
-    assert 'form="compare-form"' in runs and 'action="/runs/compare/"' in runs
+    assert 'form="compare-form"' in runs and 'action="/compare/"' in runs
 
     def table(html: str) -> str:
         return re.search(r'<table class="compare">.*?</table>', html, re.S).group(0)
 
-    ticked = client.get("/runs/compare/?run=run-a&run=run-b").content.decode()
-    typed = client.get("/runs/compare/", {"a": "run-a", "b": "run-b"}).content.decode()
+    ticked = client.get("/compare/?run=run-a&run=run-b").content.decode()
+    typed = client.get("/compare/", {"a": "run-a", "b": "run-b"}).content.decode()
     assert table(ticked) == table(typed) and 'data-lane="served"' in table(ticked)
-    three = client.get("/runs/compare/?run=run-a&run=run-b&run=run-c")
+    three = client.get("/compare/?run=run-a&run=run-b&run=run-c")
     assert three.status_code == 400 and "Select exactly two runs" in three.content.decode()
-    assert client.get("/runs/compare/", {"a": "run-a", "b": "nope"}).status_code == 404
+    assert client.get("/compare/", {"a": "run-a", "b": "nope"}).status_code == 404
+
+
+def test_links_to_the_comparison_under_runs_reach_it_unless_they_name_a_run(alice):
+    _two_runs(alice)
+    client = operator("alice", alice)
+    for query in ("?a=run-a&b=run-b", "?run=run-a&run=run-b", ""):
+        response = client.get("/runs/compare/" + query)
+        assert response.status_code == 302 and response["Location"] == "/compare/" + query
+    # A run named "compare" has the bare path; a link with a comparison's arguments compares.
+    post(alice, [record("model_selection", run_id="compare")])
+    rollup.catch_up()
+    run = client.get("/runs/compare/")
+    assert '<h1>Run <span class="mono">compare</span></h1>' in run.content.decode()
+    assert client.get("/runs/compare/?page=1").status_code == 200
+    response = client.get("/runs/compare/?a=run-a&b=compare")
+    assert response.status_code == 302 and response["Location"] == "/compare/?a=run-a&b=compare"
+    assert "Compare runs" in client.get(response["Location"]).content.decode()
 
 
 def test_a_comparison_takes_a_fixed_number_of_queries(alice, django_assert_max_num_queries):
     _two_runs(alice)
     client = operator("alice", alice)
     with django_assert_max_num_queries(10):
-        assert client.get("/runs/compare/", {"a": "run-a", "b": "run-b"}).status_code == 200
+        assert client.get("/compare/", {"a": "run-a", "b": "run-b"}).status_code == 200
 
 
 def test_lanes_put_records_without_an_iteration_in_the_one_under_way():

@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from html import escape, unescape
 from html.parser import HTMLParser
+from urllib.parse import unquote, urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from dashboard import figures, rollups, timeline
@@ -369,6 +372,47 @@ def test_it_opens_a_run_whose_id_has_slashes_and_spaces(alice, alice_page):
     assert link == "/runs/team%20a/run%207%3Fx%231/"
     assert run_id in alice_page.get(link).content.decode()
     assert alice_page.get(link + "picks/0/").status_code == 200
+
+
+# Run ids are the agents' to choose: a word a page path uses, unicode, URL-reserved characters,
+# a pick page's path, segments a browser resolves, the mark of an encoded id.
+ODD_RUN_IDS = ("compare", "ran-ünïcødé-日本", "a/b", "x?y#z", "100%", "a b", "a/picks/1",
+               "./x/..", "..", "~tilde")  # fmt: skip
+
+
+@pytest.mark.parametrize("run_id", ODD_RUN_IDS)
+def test_it_opens_any_run_from_the_runs_lists_own_link(alice, alice_page, run_id):
+    t = timezone.now().replace(microsecond=0) - timedelta(minutes=20)
+    post(alice, [record("tool_choice.pick", run_id=run_id, ts=iso(t)),
+                 record("tool_choice.pick", run_id="other", ts=iso(t))])  # fmt: skip
+    rollup.catch_up()
+    runs = alice_page.get("/runs/").content.decode()
+    links = dict(
+        (unescape(title), unescape(href))
+        for href, title in re.findall(r'<td class="run-id"><a href="([^"]+)" title="([^"]*)"', runs)
+    )
+    assert set(links) == {run_id, "other"}
+    # A browser sends a path with its "." and ".." segments resolved (%2E too).
+    segments = unquote(urlsplit(links[run_id]).path).split("/")
+    assert not {".", ".."} & set(segments), links[run_id]
+    response = alice_page.get(links[run_id])
+    assert response.status_code == 200, links[run_id]
+    html = response.content.decode()
+    assert f'<h1>Run <span class="mono">{escape(run_id)}</span></h1>' in html
+    # Its pages link to each other with the same encoding.
+    pick = re.search(r'<div class="title"><a href="([^"]+)">', html).group(1)
+    assert unescape(pick) == links[run_id] + "picks/0/"
+    assert escape(run_id) in alice_page.get(unescape(pick)).content.decode()
+    assert alice_page.get(reverse("dash-fallback-run", args=[run_id])).status_code == 200
+
+
+def test_it_404s_a_run_path_that_encodes_no_run_or_another_runs_path(alice, alice_page):
+    post(alice, [record(run_id="a", ts=iso(timezone.now() - timedelta(minutes=5)))])
+    rollup.catch_up()
+    assert alice_page.get("/runs/a/").status_code == 200
+    # "~YQ" encodes "a", whose path is /runs/a/; the others encode nothing.
+    for path in ("/runs/~YQ/", "/runs/~/", "/runs/~!!/", "/runs/~%FF%FE/"):
+        assert alice_page.get(path).status_code == 404, path
 
 
 def test_it_polls_a_live_run_and_not_a_finished_one(alice, alice_page):

@@ -6,6 +6,7 @@ import json
 import random
 import re
 from datetime import timedelta
+from urllib.parse import quote
 
 import pytest
 from django.contrib.auth.models import User
@@ -150,6 +151,14 @@ def test_it_finds_a_run_whose_id_holds_a_slash(alice):
     post_records(alice.client(), [record(run_id="team/run 7")])
     response = alice.client(alice.read_key).get("/api/v1/runs/team/run%207")
     assert response.status_code == 200 and response.json()["run_id"] == "team/run 7"
+
+
+@pytest.mark.parametrize("run_id", ["compare", "ran-ünïcødé-日本", "a/b", "x?y#z", "100%", "a b"])
+def test_it_finds_a_run_whatever_its_id(alice, run_id):
+    post_records(alice.client(), [record(run_id=run_id)])
+    for safe in ("", "/"):  # a client may leave slashes as they are or encode them
+        response = alice.client(alice.read_key).get("/api/v1/runs/" + quote(run_id, safe=safe))
+        assert response.status_code == 200 and response.json()["run_id"] == run_id
 
 
 # --- who may read ------------------------------------------------------------------------------

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import math
 import random
+from datetime import timedelta
 
 import pytest
 from django.apps import apps
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from alerts.windows import Query, fold, read_window
 from dashboard import tool_rollups
@@ -369,3 +372,69 @@ def test_the_nav_links_to_the_tools_pages(world):
     html = operator("alice", persona).get("/").content.decode()
     for url in PAGES:
         assert f'href="{url}"' in html
+
+
+# --- a tool's page is a tool's of the project ---------------------------------------------------
+EARLY = {"period": "custom", "from": iso(BASE_TS), "to": iso(BASE_TS + timedelta(hours=1))}
+LATER = {
+    "period": "custom",
+    "from": iso(BASE_TS + timedelta(days=2)),
+    "to": iso(BASE_TS + timedelta(days=2, hours=1)),
+}
+NOTHING_IN_PERIOD = "No record offered, ranked, served or called this tool in this period"
+
+
+@pytest.fixture
+def known_tools(alice, bob):
+    pick = {"offered": ["search_docs", "only_offered"], "ranked": [{"name": "search_docs",
+            "score": 0.9}], "chosen": "search_docs", "served": ["search_docs"]}  # fmt: skip
+    turn = {"toolCalls": [{"name": "turn_only"}], "toolNameMap": {}}
+    _post(alice, [
+        record("tool_choice.pick", data=pick, run_id="r1"),
+        record("tool_choice.outcome", data={"called": ["search_docs"]}, run_id="r1"),
+        record("turn", data=turn, run_id="r1"),
+    ])  # fmt: skip
+    _post(bob, [record("tool_choice.pick", data={**pick, "offered": ["globex_tool"],
+                                                  "ranked": [], "chosen": None,
+                                                  "served": ["globex_tool"]})])  # fmt: skip
+    return operator("alice", alice)
+
+
+def test_it_404s_a_tool_no_record_of_the_project_ever_named(known_tools):
+    client = known_tools
+    for query in (EARLY, LATER, {}):
+        # A prefix of a known name, or one whose "_" a LIKE would take for any character.
+        for name in ("never-heard-of", "search", "search_doc_", "search%", "globex_tool"):
+            assert client.get(f"/tools/{name}/", query).status_code == 404, (name, query)
+
+
+def test_a_tool_known_only_from_an_earlier_period_is_an_empty_page(known_tools):
+    client = known_tools
+    for name in ("search_docs", "only_offered", "turn_only"):
+        response = client.get(f"/tools/{name}/", LATER)
+        assert response.status_code == 200, name
+        assert NOTHING_IN_PERIOD in response.content.decode(), name
+
+
+def test_a_tool_only_ever_offered_or_only_called_by_a_turn_has_its_page(known_tools):
+    client = known_tools
+    offered = client.get("/tools/only_offered/", EARLY)
+    assert offered.status_code == 200
+    html = offered.content.decode()
+    assert '<dd data-stat="offered">1</dd>' in html and NOTHING_IN_PERIOD not in html
+    assert client.get("/tools/turn_only/", EARLY).status_code == 200
+
+
+def test_whether_a_tool_is_known_is_one_index_probe(known_tools, alice):
+    assert tool_rollups.tool_known(alice.project.pk, "search_docs")
+    assert not tool_rollups.tool_known(alice.project.pk, "search_doc_")
+    if connection.vendor != "postgresql":
+        return  # the plan below is PostgreSQL's
+    with CaptureQueriesContext(connection) as probe:
+        tool_rollups.tool_known(alice.project.pk, "never-heard-of")
+    (query,) = probe.captured_queries
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a few rows: it would scan them
+        cursor.execute("EXPLAIN " + query["sql"])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "rollup_tool_key" in plan, plan

@@ -77,7 +77,7 @@ def test_it_compares_two_runs_ticked_in_the_runs_list(page: Page, site, console:
     expect(box["run-c"]).not_to_be_checked()
     expect(page.locator("input[name=run]:checked")).to_have_count(2)
     button.click()
-    expect(page).to_have_url(re.compile(r"/runs/compare/\?run=run-[ab]&run=run-[ab]$"))
+    expect(page).to_have_url(re.compile(r"/compare/\?run=run-[ab]&run=run-[ab]$"))
     expect(page.locator("h1")).to_contain_text("Compare runs")
     expect(page.locator("th.run-a")).to_contain_text("run-")
     expect(page.locator("tbody.compare-step")).to_have_count(2)
