@@ -1,6 +1,6 @@
 """Migrations that give rollups stored before them the rows of a new derived kind: 0017 merges
 the latency sketches stored on pick rows into PICK_LATENCY rows, 0018 counts the folded runs in
-RUN_LAST rows; and 0025, which derives the stored hybrid turns again and moves them in the
+RUN_LAST rows; and 0026, which derives the stored hybrid turns again and moves them in the
 rollups."""
 
 from __future__ import annotations
@@ -185,9 +185,9 @@ def test_a_dirty_minute_gets_the_end_of_its_verdicts(migrated_back, postgres):
     assert stored == ends  # the clean minute's end is left as it was
 
 
-BEFORE_HYBRID = [("records", "0024_streak_recompute_from_parse_errors")]
+BEFORE_HYBRID = [("records", "0025_pending_batch")]
 HYBRID_TEXTS = {  # text (no call) -> its decision, under hybrid as under envelope
-    "Which order do you mean?": "unparseable",  # plain text: derived as `chat` before 0025
+    "Which order do you mean?": "unparseable",  # plain text: derived as `chat` before 0026
     "Done, the refund is issued.": "unparseable",
     '{"taskComplete": true}': "taskComplete",
     '{"nextStep": {"type": "Chat"}}': "chat",
@@ -215,7 +215,7 @@ def _turns(n: int, start: datetime, agent: str) -> list[dict]:
 
 
 def _store_as_before(project: Project, raws: list[dict], now: datetime) -> int:
-    """Store the turns as the derivation before 0025 did: a hybrid turn of plain text and no
+    """Store the turns as the derivation before 0026 did: a hybrid turn of plain text and no
     call was a `chat`. Returns how many were so."""
     from records.normalise import normalise
     from records.store import store_records
@@ -256,7 +256,7 @@ def _decisions(project: Project, day: datetime) -> dict[tuple, int]:
 def test_stored_hybrid_turns_of_plain_text_read_as_envelope_turns_after_migrating(
     migrated_back, monkeypatch
 ):
-    """0025: the stored hybrid turns are derived again, and the turns already folded in move
+    """0026: the stored hybrid turns are derived again, and the turns already folded in move
     to their new rollup rows; those not folded yet are folded with their new derivation."""
     from records import rollup
     from records.models import Record, Watermark
