@@ -19,25 +19,35 @@ class KeyPrincipal:
     is_authenticated: bool = True
 
 
+def key_for_authorization(header: bytes) -> ApiKey | None:
+    """The live key an Authorization value (`Bearer <key>`) names, None when the value is
+    empty; AuthenticationFailed when it is malformed or names no live key. The HTTP API and
+    the OTLP/gRPC receiver (its `authorization` metadata) both ask here."""
+    parts = header.split()
+    if not parts:
+        return None
+    if parts[0].lower() != b"bearer" or len(parts) != 2:
+        raise AuthenticationFailed("Use the header Authorization: Bearer <api key>.")
+    try:
+        raw = parts[1].decode("ascii")
+    except UnicodeDecodeError:
+        raise AuthenticationFailed("Unknown or revoked API key.") from None
+    key = (
+        ApiKey.objects.select_related("project")
+        .filter(key_hash=hash_key(raw), revoked_at__isnull=True)
+        .first()
+    )
+    if key is None:
+        raise AuthenticationFailed("Unknown or revoked API key.")
+    key.note_use()
+    return key
+
+
 class ApiKeyAuthentication(BaseAuthentication):
     def authenticate(self, request):
-        parts = get_authorization_header(request).split()
-        if not parts:
-            return None
-        if parts[0].lower() != b"bearer" or len(parts) != 2:
-            raise AuthenticationFailed("Use the header Authorization: Bearer <api key>.")
-        try:
-            raw = parts[1].decode("ascii")
-        except UnicodeDecodeError:
-            raise AuthenticationFailed("Unknown or revoked API key.") from None
-        key = (
-            ApiKey.objects.select_related("project")
-            .filter(key_hash=hash_key(raw), revoked_at__isnull=True)
-            .first()
-        )
+        key = key_for_authorization(get_authorization_header(request))
         if key is None:
-            raise AuthenticationFailed("Unknown or revoked API key.")
-        key.note_use()
+            return None
         return KeyPrincipal(key.project), key
 
     def authenticate_header(self, request) -> str:

@@ -21,7 +21,11 @@ class KeyRateThrottle(BaseThrottle):
     """
 
     def allow_request(self, request, view) -> bool:
-        key = request.auth
+        return self.allow_key(request.auth)
+
+    def allow_key(self, key) -> bool:
+        """Whether `key` (an ApiKey) may make one more request now; wait() says how long
+        until it may when not (the OTLP/gRPC receiver asks here without a DRF request)."""
         limit, period = parse_rate(key.rate_limit or settings.DECISIONBOARD["INGEST_RATE_LIMIT"])
         now = time.time()
         window = int(now // period)

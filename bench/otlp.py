@@ -1,4 +1,5 @@
-"""OTLP ingest and the Python client against native JSON ingest, measured in the same run.
+"""OTLP ingest (HTTP and gRPC) and the Python client against native JSON ingest, measured in the
+same run.
 
     .venv/bin/python bench/otlp.py [--records 50000] [--batch 500] [--web-workers 2]
                                    [--clients 1] [--rounds 6]
@@ -9,15 +10,18 @@
 2. Generates the demo records and serialises them up front twice: as native JSON batches, and as
    OTLP protobuf exports of the same records (one span each, the record a decisionboard.<kind>
    event, lists and objects as JSON strings, the envelope as decisionboard.* attributes).
-3. Starts the product under gunicorn and posts each set from `--clients` processes over
-   keep-alive connections: records / wall time for each. The sets are sent in `--rounds`
-   slices, native and OTLP in turn (the first of each round alternating), so that a shared
-   machine's changing load weighs on both alike.
+3. Starts the product under gunicorn, and the OTLP/gRPC receiver (`manage.py serve_otlp_grpc`),
+   and posts each set from `--clients` processes over keep-alive connections: records / wall
+   time for each. The OTLP exports go both to /v1/traces and, the same bytes, to the gRPC
+   receiver's TraceService/Export. The sets are sent in `--rounds` slices, native, OTLP/HTTP and
+   OTLP/gRPC in turn (the order rotating each round), so that a shared machine's changing load
+   weighs on all alike.
 4. Sends the same records through decisionboard_client from one thread: the time spent inside
    its calls (the agent's cost per record) and the records per second until flush() returns.
 
-Prints as its last line `otlp N rec/s, native M rec/s, ratio R; client U µs/record, client C
-rec/s, ratio Q` (goals: R >= 0.7, U < 20, Q >= 0.8 of native with the same number of clients).
+Prints as its last lines `otlp N rec/s, native M rec/s, ratio R; client U µs/record, client C
+rec/s, ratio Q` (goals: R >= 0.7, U < 20, Q >= 0.8 of native with the same number of clients)
+and `otlp grpc G rec/s, otlp http N rec/s, ratio S` (goal: S >= 1).
 """
 
 from __future__ import annotations
@@ -27,15 +31,20 @@ import hashlib
 import http.client
 import json
 import multiprocessing
+import os
+import socket
 import sys
 import time
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import exit_on_signals, gunicorn, setup_django  # noqa: E402
 from bench.results import record_result  # noqa: E402
+from workers.processes import free_port, otlp_grpc_command, running  # noqa: E402
 
 ENVELOPE = ("id", "run_id", "agent", "session_id", "parent_run_id")
 
@@ -54,6 +63,49 @@ def post_batches(args: tuple[int, str, str, str, list[bytes]]) -> int:
             raise RuntimeError(f"HTTP {response.status}: {payload[:300]!r}")
     conn.close()
     return len(bodies)
+
+
+def export_batches(args: tuple[str, str, list[bytes]]) -> int:
+    """One client process: export its batches in order over one gRPC channel (opened here, after
+    the fork: grpcio's channels do not survive one)."""
+    import grpc
+
+    from api.otlp_grpc import EXPORT_PATH
+
+    address, key, bodies = args
+    with grpc.insecure_channel(address) as channel:
+        export = channel.unary_unary(EXPORT_PATH)  # bytes in, bytes out: no re-serialising
+        for body in bodies:
+            answer = export(body, metadata=(("authorization", f"Bearer {key}"),), timeout=300)
+            if answer:  # empty when every span was accepted
+                raise RuntimeError(f"gRPC partial success: {answer[:300]!r}")
+    return len(bodies)
+
+
+def timed_exports(address: str, key: str, bodies: list[bytes], clients: int) -> float:
+    shares = [(address, key, bodies[i::clients]) for i in range(clients)]
+    with multiprocessing.get_context("fork").Pool(clients) as pool:
+        start = time.perf_counter()
+        pool.map(export_batches, shares)
+        return time.perf_counter() - start
+
+
+@contextmanager
+def otlp_grpc_receiver(threads: int):
+    """The OTLP/gRPC receiver on a free port; yields its address once it accepts connections."""
+    port = free_port()
+    command = otlp_grpc_command("127.0.0.1", port, "--threads", str(threads))
+    with running(command, env=dict(os.environ), timeout=30) as proc:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("the OTLP/gRPC receiver did not start") from None
+                time.sleep(0.2)
+        yield f"127.0.0.1:{port}"
 
 
 def otlp_export(records: list[dict]) -> bytes:
@@ -108,7 +160,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--clients", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=6, help="native and OTLP alternate")
+    parser.add_argument("--rounds", type=int, default=6, help="the paths take turns")
+    parser.add_argument("--grpc-threads", type=int, default=8, help="the receiver's threads")
     parser.add_argument(
         "--database", default="decisionboard_bench_otlp", help="the scratch database (recreated)"
     )
@@ -116,14 +169,18 @@ def main() -> None:
     exit_on_signals()  # a killed run stops its gunicorn and Celery children
 
     setup_django(args.database)
+    # grpc and the receiver's module are loaded before the client processes fork, so that no
+    # round times their import. No channel is opened here: grpcio's do not survive a fork.
+    import grpc  # noqa: F401
     import orjson
     from decisionboard_client import Decisionboard
 
+    import api.otlp_grpc  # noqa: F401
     from records.demo import generate_records
     from records.models import ApiKey, Project, Record
 
     keys = {}
-    for name in ("native", "otlp", "client", "warm-up"):
+    for name in ("native", "otlp", "grpc", "client", "warm-up"):
         keys[name] = ApiKey.issue(Project.objects.create(name=name), ApiKey.Scope.INGEST)[1]
     end = datetime.now(UTC).replace(microsecond=0)
     records = list(
@@ -139,26 +196,30 @@ def main() -> None:
         flush=True,
     )
 
-    with gunicorn(args.web_workers) as (port, _):
+    with gunicorn(args.web_workers) as (port, _), otlp_grpc_receiver(args.grpc_threads) as grpc_at:
         # Each gunicorn worker's first requests import and connect: not part of either rate.
         for _ in range(args.web_workers):
             post_batches((port, keys["warm-up"], "/api/v1/records", "application/json", native[:1]))
             post_batches((port, keys["warm-up"], "/v1/traces", "application/x-protobuf", otlp[:1]))
+        timed_exports(grpc_at, keys["warm-up"], otlp[:2], 1)
         # In rounds, alternating which path goes first: on a shared machine the load drifts
         # over tens of seconds, and one path measured after the other would carry the drift.
-        rounds: dict[str, list[float]] = {"native": [], "otlp": []}
+        rounds: dict[str, list[float]] = {"native": [], "otlp": [], "grpc": []}
         per_round = -(-len(chunks) // args.rounds)
         for r, start in enumerate(range(0, len(chunks), per_round)):
             part = slice(start, start + per_round)
-            sends = [
-                ("native", "/api/v1/records", "application/json", native[part]),
-                ("otlp", "/v1/traces", "application/x-protobuf", otlp[part]),
-            ]
-            for name, path, content_type, bodies in sends[:: 1 if r % 2 == 0 else -1]:
-                rounds[name].append(
-                    timed_posts(port, keys[name], path, content_type, bodies, args.clients)
-                )
+            sends = {
+                "native": partial(timed_posts, port, keys["native"], "/api/v1/records",
+                                  "application/json", native[part], args.clients),
+                "otlp": partial(timed_posts, port, keys["otlp"], "/v1/traces",
+                                "application/x-protobuf", otlp[part], args.clients),
+                "grpc": partial(timed_exports, grpc_at, keys["grpc"], otlp[part], args.clients),
+            }  # fmt: skip
+            order = list(sends)
+            for name in order[r % 3 :] + order[: r % 3]:
+                rounds[name].append(sends[name]())
         native_s, otlp_s = sum(rounds["native"]), sum(rounds["otlp"])
+        grpc_s = sum(rounds["grpc"])
         client = Decisionboard(
             f"http://127.0.0.1:{port}", keys["client"], batch_size=args.batch, max_queue=10**7
         )
@@ -182,28 +243,36 @@ def main() -> None:
         client_s = time.perf_counter() - start
         client.close()
 
-    for name in ("native", "otlp", "client"):
+    for name in ("native", "otlp", "grpc", "client"):
         stored = Record.objects.filter(project__name=name).count()
         if stored != len(records):
             raise SystemExit(f"{name}: stored {stored:,} of {len(records):,}")
     n = len(records)
     native_rate, otlp_rate, client_rate = n / native_s, n / otlp_s, n / client_s
+    grpc_rate = n / grpc_s
     print(
         f"posted with {args.clients} client(s) to {args.web_workers} gunicorn workers: native "
-        f"{native_s:.1f} s, OTLP {otlp_s:.1f} s; the Python client {client_s:.1f} s",
+        f"{native_s:.1f} s, OTLP/HTTP {otlp_s:.1f} s, OTLP/gRPC {grpc_s:.1f} s (one receiver, "
+        f"{args.grpc_threads} threads); the Python client {client_s:.1f} s",
         flush=True,
     )
     print(
         "seconds by round: native "
         + " ".join(f"{s:.2f}" for s in rounds["native"])
         + ", OTLP "
-        + " ".join(f"{s:.2f}" for s in rounds["otlp"]),
+        + " ".join(f"{s:.2f}" for s in rounds["otlp"])
+        + ", gRPC "
+        + " ".join(f"{s:.2f}" for s in rounds["grpc"]),
         flush=True,
     )
     print(
         f"otlp {otlp_rate:,.0f} rec/s, native {native_rate:,.0f} rec/s, "
         f"ratio {otlp_rate / native_rate:.2f}; client {inside / n * 1e6:.1f} µs/record, "
         f"client {client_rate:,.0f} rec/s, ratio {client_rate / native_rate:.2f}"
+    )
+    print(
+        f"otlp grpc {grpc_rate:,.0f} rec/s, otlp http {otlp_rate:,.0f} rec/s, "
+        f"ratio {grpc_rate / otlp_rate:.2f}"
     )
     record_result(
         "otlp",
@@ -215,6 +284,8 @@ def main() -> None:
             "client_us_per_record": inside / n * 1e6,
             "client_rec_s": client_rate,
             "client_ratio": client_rate / native_rate,
+            "grpc_rec_s": grpc_rate,
+            "grpc_http_ratio": grpc_rate / otlp_rate,
         },
     )
 

@@ -306,6 +306,10 @@ DECISIONBOARD = {
     # /metrics answers 404 unless this is set, and then asks for it as a bearer token (what
     # Prometheus sends with `authorization: {credentials: ...}`).
     "METRICS_TOKEN": env_str("DECISIONBOARD_METRICS_TOKEN", ""),
+    # The OTLP/gRPC receiver's port (api/otlp_grpc.py, `manage.py serve_otlp_grpc`): 4317, the
+    # port OpenTelemetry SDKs and the Collector send to by default. 0 turns it off, and
+    # `manage.py serve` then does not start it.
+    "OTLP_GRPC_PORT": env_int("DECISIONBOARD_OTLP_GRPC_PORT", 4317, minimum=0),
 }
 if DECISIONBOARD["ROLLUP_RETENTION_DAYS"] < DECISIONBOARD["RETENTION_DAYS"]:
     raise ImproperlyConfigured(

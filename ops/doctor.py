@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import grpc
 from django.conf import settings
 from django.core import checks
 from django.db import connection
@@ -30,6 +31,8 @@ from ops import probes
 from workers.heartbeat import STALE_AFTER, QueueStatus, queue_status
 from workers.queues import Queue
 
+OTLP_GRPC_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+OTLP_GRPC_TIMEOUT = 2.0
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
 DEFAULT_SITE_URL = "http://127.0.0.1:8000"
 MIN_SECRET_LENGTH = 50  # Django's own bar (security.W009)
@@ -251,6 +254,33 @@ def security() -> list[Finding]:
     if not found:
         found.append(Finding("security", True, "manage.py check --deploy finds nothing"))
     return found
+
+
+def otlp_grpc(port: int, timeout: float = OTLP_GRPC_TIMEOUT) -> Finding:
+    """Does an OTLP/gRPC receiver answer on this machine's DECISIONBOARD_OTLP_GRPC_PORT? Asked
+    with an export without a key: the receiver's UNAUTHENTICATED proves it is Decisionboard's
+    and reaches its code. A note either way but up: it may run on another machine."""
+    section = "receivers"
+    if port == 0:
+        return Finding(section, True, "OTLP/gRPC is off (DECISIONBOARD_OTLP_GRPC_PORT=0)")
+    address = f"127.0.0.1:{port}"
+    with grpc.insecure_channel(address) as channel:
+        export = channel.unary_unary(OTLP_GRPC_EXPORT)
+        try:
+            export(b"", timeout=timeout)
+            code = grpc.StatusCode.OK
+        except grpc.RpcError as exc:
+            code = exc.code()
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return Finding(section, True, f"OTLP/gRPC receiver answers on {address}")
+    return Finding(
+        section,
+        False,
+        f"no OTLP/gRPC receiver answers on {address} ({code.name})",
+        "run manage.py serve_otlp_grpc (deploy/systemd/decisionboard-otlp-grpc.service) on this "
+        "machine, or set DECISIONBOARD_OTLP_GRPC_PORT=0 if OTLP/gRPC is not wanted",
+        note=True,
+    )
 
 
 def queues(statuses: Iterable[QueueStatus], now: datetime) -> list[Finding]:
@@ -488,6 +518,7 @@ def examine(now: datetime | None = None) -> list[Finding]:
         metrics_token=settings.DECISIONBOARD["METRICS_TOKEN"],
     )
     found += security()
+    found.append(otlp_grpc(settings.DECISIONBOARD["OTLP_GRPC_PORT"]))
     database = probes.database()
     found.append(
         Finding(

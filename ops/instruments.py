@@ -37,6 +37,14 @@ OTLP_REJECTED_SPANS = Counter(
     "OTLP spans rejected (mapped to nothing, or a record from them was invalid), by project.",
     ["project"],
 )
+# The OTLP/gRPC receiver's calls, as HTTP_REQUEST_SECONDS counts the web's requests.
+GRPC_REQUEST_SECONDS = Histogram(
+    "decisionboard_grpc_request_duration_seconds",
+    "Time to answer an OTLP/gRPC export (api/otlp_grpc.py), by gRPC status code (OK, "
+    "UNAUTHENTICATED, RESOURCE_EXHAUSTED, UNAVAILABLE, ...).",
+    ["method", "code"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 # Around the 150 ms goal, so that the share of requests under it can be read off.
 HTTP_REQUEST_SECONDS = Histogram(
     "decisionboard_http_request_duration_seconds",
@@ -132,6 +140,10 @@ def count_alert_tick(tick: Any) -> None:
 def observe_request(method: str, route: str, status: int, seconds: float) -> None:
     method = method if method in _METHODS else "other"
     HTTP_REQUEST_SECONDS.labels(method, route, str(status)).observe(seconds)
+
+
+def observe_grpc_request(method: str, code: str, seconds: float) -> None:
+    GRPC_REQUEST_SECONDS.labels(method, code).observe(seconds)
 
 
 def task_label(name: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from api.otlp_grpc import SERVICE
 from config.env import parse_size
 from workers.processes import BASE_DIR
 from workers.queues import Queue
@@ -36,6 +37,17 @@ def test_the_systemd_units_run_the_same_commands():
     for queue in Queue:
         assert f"decisionboard-worker@{queue.value}" in worker
     assert "celery -A config beat" in (units / "decisionboard-beat.service").read_text()
+
+
+def test_the_otlp_grpc_receiver_runs_under_systemd_and_the_procfile_behind_the_proxy():
+    unit = (DEPLOY / "systemd" / "decisionboard-otlp-grpc.service").read_text()
+    assert re.search(
+        r"^ExecStart=\S+/python manage.py serve_otlp_grpc --host 127.0.0.1 ", unit, re.M
+    )
+    assert procfile()["otlp_grpc"].startswith("python manage.py serve_otlp_grpc ")
+    site = (DEPLOY / "nginx" / "decisionboard.conf").read_text()
+    # The exporters' path is the service's: the proxy passes exactly those calls on.
+    assert f"location /{SERVICE}/ {{\n        grpc_pass grpc://127.0.0.1:4317;" in site
 
 
 def test_nginx_lets_the_largest_ingest_body_through_and_sets_the_https_header():

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from ops.doctor import configuration, default_queue_slots, examine, lanes, queues
+from ops.doctor import configuration, default_queue_slots, examine, lanes, otlp_grpc, queues
 from tests.conftest import database_url, need_service
 from tests.live import wait_until
 from tests.test_probes import forget_migration, latest_migration
@@ -322,3 +322,17 @@ def test_it_asks_the_running_workers_how_many_lanes_can_run_at_once(production, 
         f"have 2 process slots ({name}: 2)" in output
     )
     assert "--concurrency 4" in output
+
+
+def test_it_says_whether_the_otlp_grpc_receiver_answers_on_its_port(db, tmp_path):
+    from tests.test_otlp_grpc import receiver
+
+    with receiver(tmp_path, database_url()) as address:
+        port = int(address.rsplit(":", 1)[1])
+        up = otlp_grpc(port)
+        assert (up.ok, up.message) == (True, f"OTLP/gRPC receiver answers on {address}")
+    down = otlp_grpc(port, timeout=0.5)
+    assert down.note and not down.ok
+    assert down.message.startswith(f"no OTLP/gRPC receiver answers on {address}")
+    assert "manage.py serve_otlp_grpc" in down.fix
+    assert otlp_grpc(0).message == "OTLP/gRPC is off (DECISIONBOARD_OTLP_GRPC_PORT=0)"

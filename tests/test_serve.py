@@ -8,7 +8,10 @@ import re
 import subprocess
 import sys
 
+import grpc
 import requests
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
 
 from tests.live import run_export_job, wait_until
 from workers import processes
@@ -19,6 +22,9 @@ def test_it_starts_the_product_on_embedded_defaults(tmp_path):
     # Embedded defaults, as on a fresh machine: no DATABASE_URL, no REDIS_URL.
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env["DECISIONBOARD_VAR_DIR"] = str(tmp_path)
+    # The OTLP/gRPC receiver on a port of its own (4317 may be taken on a shared machine).
+    grpc_port = processes.free_port()
+    env["DECISIONBOARD_OTLP_GRPC_PORT"] = str(grpc_port)
     log = open(tmp_path / "serve.log", "w+")
     proc = processes.spawn(
         [
@@ -109,6 +115,14 @@ def test_it_starts_the_product_on_embedded_defaults(tmp_path):
         )
         assert json.loads(answer.stdout) == {"accepted": 5, "duplicates": 0, "rejected": []}
         assert "smoke-run" in session.get(f"{base}/").text
+        # The receiver the banner names takes an OTLP/gRPC export with the same key.
+        assert f"OTLP/gRPC:   127.0.0.1:{grpc_port}" in banner
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            grpc.channel_ready_future(channel).result(timeout=30)
+            answer = TraceServiceStub(channel).Export(
+                ExportTraceServiceRequest(), metadata=(("authorization", f"Bearer {api_key}"),)
+            )
+        assert not answer.HasField("partial_success")
 
         # Beat sends a heartbeat to every queue and the two workers run them: the page shows
         # each queue served.

@@ -1,4 +1,5 @@
-"""The product's processes — gunicorn and the Celery workers with beat — as child processes.
+"""The product's processes — gunicorn, the OTLP/gRPC receiver and the Celery workers with beat
+— as child processes.
 
 Used by `manage.py serve` (the README's start command), the end-to-end tests and the
 benchmarks, so that all three run the same commands. Each child leads its own process group,
@@ -32,6 +33,12 @@ def web_command(bind: str, workers: int, *extra: str) -> list[str]:
     by the gunicorn.conf.py at the root (threaded workers: a read never waits behind a batch)."""
     return [str(BIN / "gunicorn"), "--config", str(BASE_DIR / "gunicorn.conf.py"), "config.wsgi",
             "--bind", bind, "--workers", str(workers), *extra]  # fmt: skip
+
+
+def otlp_grpc_command(host: str, port: int, *extra: str) -> list[str]:
+    """The OTLP/gRPC receiver (api/otlp_grpc.py) listening on host:port."""
+    return [sys.executable, str(BASE_DIR / "manage.py"), "serve_otlp_grpc", "--host", host,
+            "--port", str(port), *extra]  # fmt: skip
 
 
 def worker_command(

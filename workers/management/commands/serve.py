@@ -1,8 +1,9 @@
-"""Start the whole product: migrate, demo data, an operator login, web, Celery workers and beat.
+"""Start the whole product: migrate, demo data, an operator login, web, the OTLP/gRPC receiver,
+Celery workers and beat.
 
 `bin/start` runs this after installing. It is for a laptop or a demo box; production runs
-gunicorn, `celery -A config beat` and a `celery -A config worker --queues …` per queue of
-workers.queues under its own supervisor.
+gunicorn, `manage.py serve_otlp_grpc`, `celery -A config beat` and a `celery -A config worker
+--queues …` per queue of workers.queues under its own supervisor.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ EXAMPLE_BATCH = Path(settings.BASE_DIR) / "examples" / "batch.json"
 
 
 class Command(BaseCommand):
-    help = "Run web (gunicorn), the Celery workers with beat, and load demo data on first start."
+    help = (
+        "Run web (gunicorn), the OTLP/gRPC receiver, the Celery workers with beat, and load "
+        "demo data on first start."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -62,8 +66,14 @@ class Command(BaseCommand):
         username, password = self._operator()
         api_key = self._demo_key()
 
-        children = self._start_children(host, port, web_workers)
+        grpc_port = settings.DECISIONBOARD["OTLP_GRPC_PORT"]
+        children = self._start_children(host, port, web_workers, grpc_port)
         url = f"http://{host}:{port}/"
+        grpc_line = (
+            f"  OTLP/gRPC:   {host}:{grpc_port}   (metadata authorization: Bearer <key>)\n"
+            if grpc_port
+            else "  OTLP/gRPC:   off (DECISIONBOARD_OTLP_GRPC_PORT=0)\n"
+        )
         self.stdout.write(
             "\n"
             f"Decisionboard is running at {url}\n"
@@ -72,6 +82,7 @@ class Command(BaseCommand):
             f"  post:        curl -H 'Authorization: Bearer {api_key}' "
             f"-H 'Content-Type: application/json' --data-binary @{EXAMPLE_BATCH} "
             f"{url}api/v1/records\n"
+            f"{grpc_line}"
             "  examples:    .venv/bin/python manage.py load_examples   "
             "(the sample records, shifted to now)\n"
             f"  database:    {settings.DATABASES['default']['NAME']}\n"
@@ -110,12 +121,15 @@ class Command(BaseCommand):
         key_file.chmod(0o600)
         return raw
 
-    def _start_children(self, host: str, port: int, web_workers: int) -> list[subprocess.Popen]:
+    def _start_children(
+        self, host: str, port: int, web_workers: int, grpc_port: int
+    ) -> list[subprocess.Popen]:
         web = processes.web_command(
             f"{host}:{port}", web_workers, "--access-logfile", "-", "--graceful-timeout", "5"
         )
+        receivers = [processes.otlp_grpc_command(host, grpc_port)] if grpc_port else []
         workers = processes.worker_commands(settings.CELERY_BEAT_SCHEDULE_FILENAME)
-        children = [processes.spawn(cmd) for cmd in (web, *workers)]
+        children = [processes.spawn(cmd) for cmd in (web, *receivers, *workers)]
         # Its workers consume every queue: until they are ready (they record it too) and beat's
         # first heartbeat reaches them, `manage.py doctor` reads the queues as starting.
         heartbeat.worker_started(Queue)
