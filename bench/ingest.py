@@ -106,6 +106,33 @@ def peer_picks(count: int, end: datetime, seed: int = 7) -> list[dict]:
     return picks
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time of these processes so far (0 for one that has exited)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def server_pids(master: int) -> tuple[list[int], list[int]]:
+    """The gunicorn workers under `master`, and the database's other backends (theirs)."""
+    from django.db import connection
+
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )
+        backends = [pid for (pid,) in cursor.fetchall()]
+    return [int(pid) for pid in children], backends
+
+
 def machine() -> dict:
     model = next(
         (
@@ -171,7 +198,7 @@ def main() -> None:
         flush=True,
     )
 
-    with gunicorn(args.web_workers) as (port, _):
+    with gunicorn(args.web_workers) as (port, master):
         # Round-robin, so that every client posts a similar mix of batches.
         shares = [
             (port, key, bodies[i :: args.clients], args.pin_clients) for i in range(args.clients)
@@ -179,9 +206,15 @@ def main() -> None:
         load_before = os.getloadavg()[0]
         pool = multiprocessing.get_context("fork").Pool(args.clients)
         try:
+            workers, _ = server_pids(master.pid)
+            web_cpu = -cpu_seconds(workers)
             start = time.perf_counter()
             answers = pool.map(post_batches, shares)
             ingest_seconds = time.perf_counter() - start
+            # The backends of the workers' threads are opened by the posting itself.
+            workers, backends = server_pids(master.pid)
+            web_cpu += cpu_seconds(workers)
+            db_cpu = cpu_seconds(backends)
         finally:
             # close and join, not terminate (the `with` block's exit): a client killed while
             # waiting on the pool's task queue can hold its lock and hang the terminate.
@@ -203,6 +236,12 @@ def main() -> None:
         f"posted with {args.clients} clients to {args.web_workers} gunicorn workers "
         f"in {ingest_seconds:.1f} s{pinned}; the clients used {client_cpu:.1f} CPU s "
         f"({client_share:.0%} of {cores} cores), load {load_before:.1f}",
+        flush=True,
+    )
+    per_record = 1e6 / len(records)
+    print(
+        f"CPU per record: web workers {web_cpu * per_record:.0f} µs, their database backends "
+        f"{db_cpu * per_record:.0f} µs, clients {client_cpu * per_record:.0f} µs",
         flush=True,
     )
 
@@ -230,6 +269,8 @@ def main() -> None:
             "ingest_seconds": round(ingest_seconds, 3),
             "ingest_rate": round(ingest_rate),
             "client_cpu_seconds": round(client_cpu, 3),
+            "web_cpu_seconds": round(web_cpu, 3),
+            "db_cpu_seconds": round(db_cpu, 3),
             "copy_rate": round(copy_rate),
             "ratio": round(ingest_rate / copy_rate, 3),
             "ratio_without_client_cpu": round(spared_rate / copy_rate, 3),
