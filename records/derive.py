@@ -72,22 +72,31 @@ ONCE_PER_RUN_NOTICES = frozenset(
 
 
 def pick_violations(d: s.Pick) -> list[str]:
-    offered = {name: i for i, name in enumerate(d.offered)}
+    return _pick_violations(d, {name: i for i, name in enumerate(d.offered)})
+
+
+def _pick_violations(d: s.Pick, offered: dict[str, int]) -> list[str]:
+    """`offered`: each offered name's (last) position. One pass over `ranked` instead of a
+    generator per rule: this runs for every pick ingested."""
     found = []
     if d.chosen is not None and d.chosen not in offered:
         found.append("chosen_not_offered")
-    names = [tool.name for tool in d.ranked]
-    if any(name not in offered for name in names):
+    ranked = d.ranked
+    names = [tool.name for tool in ranked]
+    if not offered.keys() >= set(names):
         found.append("ranked_not_offered")
     if len(set(names)) != len(names):
         found.append("ranked_repeated")
-    pairs = list(zip(d.ranked, d.ranked[1:], strict=False))
-    if any(a.score < b.score for a, b in pairs):
+    rising = tie_out_of_order = False
+    unknown = len(offered)
+    for a, b in zip(ranked, ranked[1:], strict=False):
+        if a.score < b.score:
+            rising = True
+        elif a.score == b.score and offered.get(a.name, -1) > offered.get(b.name, unknown):
+            tie_out_of_order = True
+    if rising:
         found.append("ranked_scores_rising")
-    if any(
-        a.score == b.score and offered.get(a.name, -1) > offered.get(b.name, len(offered))
-        for a, b in pairs
-    ):
+    if tie_out_of_order:
         found.append("ranked_tie_out_of_order")
     if not d.narrowed and not offered.keys() <= set(d.served):
         found.append("unnarrowed_tool_not_served")
@@ -113,7 +122,7 @@ def verdict_violations(d: s.Verdict) -> list[str]:
 
 
 def derive_pick(d: s.Pick) -> Derived:
-    offered = set(d.offered)
+    offered = {name: i for i, name in enumerate(d.offered)}
     doors = [name for name in d.served if name not in offered]
     usage = d.usage or s.PickUsage()
     return Derived(
@@ -124,7 +133,7 @@ def derive_pick(d: s.Pick) -> Derived:
         rollup_key=encode(keys.PICK, {"skip_reason": d.narrowedSkipped}),
         tokens_in=usage.inputTokens,
         tokens_out=usage.outputTokens,
-        violations=pick_violations(d),
+        violations=_pick_violations(d, offered),
         fields={"doors": doors},
     )
 

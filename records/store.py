@@ -141,9 +141,11 @@ def store_records(
         # Before the transaction: creating a partition takes locks that ingest must not hold.
         first, last = retention.partition_window(now)
         partitions.cover((r.ts for r in rows), first, last)
+    # Its own transaction (not one of the caller's): the stage was emptied by the last commit.
+    own_transaction = connection.get_autocommit() and not connection.in_atomic_block
     with transaction.atomic():
         if connection.vendor == "postgresql":
-            by_kind = _insert_postgresql(project_id, rows, now)
+            by_kind = _insert_postgresql(project_id, rows, now, stage_empty=own_transaction)
         else:
             by_kind = _insert_sqlite(project_id, rows, now)
     accepted = sum(by_kind.values())
@@ -180,14 +182,15 @@ def record_row(record: NormalisedRecord, ts: object) -> tuple:
 
 
 def _insert_postgresql(
-    project_id: int, rows: list[NormalisedRecord], now: datetime
+    project_id: int, rows: list[NormalisedRecord], now: datetime, *, stage_empty: bool
 ) -> dict[str, int]:
     with connection.cursor() as cursor:
-        # TRUNCATE: ON COMMIT DELETE ROWS only empties the stage at commit, and a caller may
-        # store several batches in one transaction.
+        # ON COMMIT DELETE ROWS only empties the stage at commit, and a caller may store several
+        # batches in one transaction: then it is truncated first. Not otherwise: a TRUNCATE
+        # gives the temporary table a new file and a new pg_class row version every batch.
         cursor.execute(
-            f"SELECT pg_advisory_xact_lock_shared({INGEST_LOCK_KEY}); {_STAGE_DDL};"
-            " TRUNCATE ingest_stage"
+            f"SELECT pg_advisory_xact_lock_shared({INGEST_LOCK_KEY}); {_STAGE_DDL}"
+            + ("" if stage_empty else "; TRUNCATE ingest_stage")
         )
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper, for COPY
         with raw.copy(f"COPY ingest_stage ({', '.join(COLUMNS)}) FROM STDIN") as copy:

@@ -38,6 +38,22 @@ def test_it_empties_the_postgresql_stage_between_batches(alice, postgres):
             assert cursor.fetchone()[0] == 4
 
 
+def test_it_keeps_the_postgresql_stage_file_between_transactions(
+    transactional_db, alice, postgres
+):
+    # A TRUNCATE a batch would give the temporary stage a new file and pg_class row version.
+    def stage_file():
+        with postgres.cursor() as cursor:
+            cursor.execute("SELECT relfilenode FROM pg_class WHERE oid = 'ingest_stage'::regclass")
+            return cursor.fetchone()[0]
+
+    store_records(alice.project.pk, batch(3), NOW)
+    first = stage_file()
+    assert store_records(alice.project.pk, batch(2), NOW).accepted == 2
+    assert stage_file() == first
+    assert Record.objects.count() == 5
+
+
 def test_ingest_never_waits_for_a_catch_up_pass_that_updated_the_run(
     transactional_db, alice, postgres
 ):
