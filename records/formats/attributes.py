@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -60,3 +61,13 @@ def tool_name(definition: Any) -> str | None:
     if isinstance(function, dict) and text(function.get("name")):
         return function["name"]
     return text(definition.get("name"))
+
+
+# "Error code: 503 - ...", as the openai and anthropic clients word their exceptions.
+_STATUS_IN_MESSAGE = re.compile(r"\b(?:Error code|status(?: code)?)[: =]+([1-5]\d\d)\b", re.I)
+
+
+def status_in_message(message: str | None) -> int | None:
+    """The HTTP status an error message names, when the span has no status attribute."""
+    match = _STATUS_IN_MESSAGE.search(message) if message else None
+    return int(match.group(1)) if match else None

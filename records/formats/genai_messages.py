@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from records.formats.attributes import count, indexed, json_value, text, tool_name
+from records.formats.attributes import (
+    count,
+    indexed,
+    json_value,
+    status_in_message,
+    text,
+    tool_name,
+)
 from records.formats.llm_read import LlmRead, tool_call
 
 OPERATION = "gen_ai.operation.name"
@@ -95,7 +102,9 @@ def read_llm(
         out.error_type = text(exception.get("exception.type"))
     out.error_message = status_message or text(exception.get("exception.message"))
     status = count(a.get(HTTP_STATUS))
-    out.status = status if status is not None and 100 <= status <= 599 else None
+    if status is None or not 100 <= status <= 599:
+        status = status_in_message(out.error_message)
+    out.status = status
     if out.provider is None:
         out.missing.append("gen_ai.provider.name")
     if out.request_model is None and out.response_model is None:

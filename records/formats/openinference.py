@@ -10,10 +10,16 @@ guardrails, evaluators, prompts) carry no decision: they are counted as seen.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from records.formats.attributes import count, indexed, json_value, text, tool_name
+from records.formats.attributes import (
+    count,
+    indexed,
+    json_value,
+    status_in_message,
+    text,
+    tool_name,
+)
 from records.formats.llm_read import LlmRead, tool_call
 
 SPAN_KIND = "openinference.span.kind"
@@ -57,7 +63,6 @@ TOOL_CALLS = "message.tool_calls."
 
 # Metadata is copied into the record only when small: it is free-form and may be huge.
 MAX_METADATA_CHARS = 4096
-_STATUS_IN_MESSAGE = re.compile(r"\b(?:Error code|status(?: code)?)[: =]+([1-5]\d\d)\b", re.I)
 
 
 def kind_of(attributes: dict[str, Any]) -> str | None:
@@ -92,10 +97,7 @@ def read_llm(attributes: dict[str, Any], exception: dict[str, Any]) -> LlmRead:
     out.error_type = _short_type(text(exception.get("exception.type")))
     out.error_message = text(exception.get("exception.message"))
     status = count(a.get("http.response.status_code"))
-    if status is None and out.error_message:
-        match = _STATUS_IN_MESSAGE.search(out.error_message)
-        status = int(match.group(1)) if match else None
-    out.status = status
+    out.status = status if status is not None else status_in_message(out.error_message)
     if out.provider is None:
         out.missing.append("llm.provider (or llm.system)")
     if out.request_model is None and out.response_model is None:
