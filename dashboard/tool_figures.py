@@ -14,9 +14,11 @@ from records.toolstats import ToolStats, WhatIf
 
 
 def funnel(stats: ToolStats) -> Figure:
-    """Offered → ranked → served → chosen → called, as bars."""
+    """Offered → ranked → served → chosen → called, as bars; a stage its sources did not report
+    is named "not reported" on its axis label and drawn as no bar, never as a zero."""
     stages = stats.funnel()
-    return bars([label for label, _ in stages], [n for _, n in stages], ytitle="picks")
+    labels = [label if n is not None else f"{label} (not reported)" for label, n in stages]
+    return bars(labels, [n for _, n in stages], ytitle="decisions")
 
 
 def over_time(series: Sequence[tuple[datetime, ToolStats]]) -> Figure:

@@ -69,13 +69,16 @@ def tools_page(project_id: int, now: datetime, period_name: str, agents: list[st
         if reason:
             skip_counts[reason] = skip_counts.get(reason, 0) + row.count
     tools = sorted(
-        (s for s in stats.values() if s.offered or s.ranked or s.served or s.offered_called),
-        key=lambda s: (-s.offered, s.name),
-    )
+        (s for s in stats.values()
+         if s.offered or s.ranked or s.served or s.offered_called or s.call_offered
+         or s.call_called),
+        key=lambda s: (-s.all_offered, s.name),
+    )  # fmt: skip
     total = toolstats.ToolStats("all tools")
     for s in tools:
         for stage in ("offered", "ranked", "served", "chosen", "called_served",
-                      "called_narrowed_out", "missed"):  # fmt: skip
+                      "called_narrowed_out", "missed", "call_offered",
+                      "call_called"):  # fmt: skip
             setattr(total, stage, getattr(total, stage) + getattr(s, stage))
     missed = sorted((s for s in stats.values() if s.missed), key=lambda s: (-s.missed, s.name))
     return {

@@ -68,7 +68,9 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
         **chart_context(project, data, agents, error, chosen),
         "name": name,
         "stats": stats,
-        "funnel_figure": tool_figures.funnel(stats) if stats.offered or stats.called else None,
+        "funnel_figure": tool_figures.funnel(stats)
+        if stats.all_offered or stats.called or stats.call_called
+        else None,
         "time_figure": over_period(
             tool_figures.over_time(data["series"]), data["start"], data["end"], partial
         )

@@ -233,7 +233,11 @@ def derive_turn(d: s.Turn) -> Derived:
             decision = "taskComplete"
         else:
             decision = _envelope_decision(d.text or "")
+    fields = {"protocol": protocol, "decision": decision, "calls": calls, "invented": invented}
+    if d.offered is not None:
+        fields["offered"] = list(dict.fromkeys(d.offered))
     return Derived(
+        iteration=d.iteration,
         latency_ms=d.durationMs,
         outcome=decision,
         is_error=d.executionError is not None,
@@ -241,7 +245,7 @@ def derive_turn(d: s.Turn) -> Derived:
             keys.TURN,
             {"decision": decision, "protocol": protocol, "invented": int(bool(invented))},
         ),
-        fields={"protocol": protocol, "decision": decision, "calls": calls, "invented": invented},
+        fields=fields,
     )
 
 

@@ -41,6 +41,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
 from records import schema
+from records.formats import genai_messages, openinference, trace_decisions
+from records.formats.llm_read import LlmRead
 from records.kinds import KIND_NAMES, KINDS
 from records.normalise import Limits, NormalisedRecord, normalise
 
@@ -83,6 +85,9 @@ TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
 ERROR_TYPE = "error.type"
 HTTP_STATUS = "http.response.status_code"
+# Where a span's agent and session are named, in the order they are looked for.
+AGENT_NAMES = (AGENT, AGENT_NAME, openinference.AGENT_NAME)
+SESSION_NAMES = (SESSION_ID, CONVERSATION_ID, openinference.SESSION_ID)
 
 INFERENCE = frozenset({"chat", "text_completion", "generate_content"})
 EXECUTE_TOOL = "execute_tool"
@@ -210,10 +215,14 @@ class SpanView:
     events: list[EventView]
     # gen_ai.operation.name when it is a string: read once, every declaration asks for it.
     operation: str | None = None
+    # openinference.span.kind (upper case) when it is a string.
+    oi_kind: str | None = None
 
     def __post_init__(self) -> None:
         value = self.attributes.get(OPERATION)
         self.operation = value if isinstance(value, str) else None
+        if openinference.SPAN_KIND in self.attributes:
+            self.oi_kind = openinference.kind_of(self.attributes)
 
     @property
     def label(self) -> str:
@@ -423,8 +432,8 @@ class Trace:
         return Scope(
             run_id=run_id,
             parent_run_id=parent_run_id,
-            agent=_inherited(lineage, (AGENT, AGENT_NAME)),
-            session_id=_inherited(lineage, (SESSION_ID, CONVERSATION_ID)),
+            agent=_inherited(lineage, AGENT_NAMES),
+            session_id=_inherited(lineage, SESSION_NAMES),
         )
 
     def _resource_scope(self, span: SpanView) -> Scope:
@@ -437,8 +446,8 @@ class Trace:
             found = self._resource_scopes[id(span.resource)] = (
                 _string(span.resource.get(RUN_ID)),
                 _inherited(lineage, (PARENT_RUN_ID,)),
-                _inherited(lineage, (AGENT, AGENT_NAME)),
-                _inherited(lineage, (SESSION_ID, CONVERSATION_ID)),
+                _inherited(lineage, AGENT_NAMES),
+                _inherited(lineage, SESSION_NAMES),
             )
         run_id, parent_run_id, agent, session_id = found
         return Scope(run_id or span.trace_id, parent_run_id, agent, session_id)
@@ -464,7 +473,7 @@ class Trace:
             explicit = _string(node.attributes.get(RUN_ID))
             if explicit is not None:
                 openers.append((i, explicit))
-            elif node.operation == INVOKE_AGENT and agent_above[i]:
+            elif (node.operation == INVOKE_AGENT and agent_above[i]) or _is_handoff(node):
                 openers.append((i, f"{node.trace_id}-{node.span_id}"))
         default_run = _string(span.resource.get(RUN_ID)) or span.trace_id
         if not openers:
@@ -476,6 +485,14 @@ class Trace:
             enclosing = openers[1][1] if len(openers) > 1 else default_run
             parent = enclosing if enclosing != run_id else None
         return run_id, parent
+
+
+def _is_handoff(span: SpanView) -> bool:
+    """An OpenInference AGENT span that another agent handed the run to (the OpenAI Agents SDK
+    names the agent it came from in graph.node.parent_id): a sub-run."""
+    return span.oi_kind == openinference.AGENT and bool(
+        _string(span.attributes.get(openinference.HANDOFF_FROM))
+    )
 
 
 def _inherited(lineage: list[SpanView], names: tuple[str, ...]) -> str | None:
@@ -520,6 +537,12 @@ class Mapping:
     # Some value may hold a NUL or a non-finite number: normalise must scrub (see _Reader).
     scrub: bool = True
     records: list[Mapped] = field(default_factory=list)
+    # Model-call spans, mapped once the export's calls of each run are all known.
+    calls: list[PendingCall] = field(default_factory=list)
+    # The turn of each model call's tool decision, by (trace id, span id).
+    decision_turns: dict[tuple[str, str], Mapped] = field(default_factory=dict)
+    # Spans read as context only (agent, chain, retriever, ... spans), by what they are.
+    seen: dict[str, int] = field(default_factory=dict)
     # Problems by span: a span with any is counted once in rejected_spans.
     problems: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
@@ -568,9 +591,9 @@ def _otel_ref(span: SpanView, **extra: Any) -> dict[str, Any]:
     return ref
 
 
-def _iteration(span: SpanView) -> int:
-    """decisionboard.iteration on the span, else the iteration a decisionboard event on it names,
-    else 0 (GenAI conventions do not number an agent's model calls)."""
+def _explicit_iteration(span: SpanView) -> int | None:
+    """decisionboard.iteration on the span, else the iteration a decisionboard event on it
+    names, else None (the call's order in its run decides: trace_decisions.iterations)."""
     own = _count(span.attributes.get(ITERATION))
     if own is not None:
         return own
@@ -579,102 +602,213 @@ def _iteration(span: SpanView) -> int:
             value = _count(event.attributes.get("iteration", event.attributes.get("step")))
             if value is not None:
                 return value
-    return 0
+    return None
 
 
-def _model_and_provider(span: SpanView, mapping: Mapping) -> tuple[str, str] | None:
-    provider = _string(_first(span.attributes, PROVIDER))
-    model = _string(_first(span.attributes, (RESPONSE_MODEL, REQUEST_MODEL)))
-    missing = []
-    if provider is None:
-        missing.append("gen_ai.provider.name (or gen_ai.system)")
-    if model is None:
-        missing.append("gen_ai.response.model or gen_ai.request.model")
-    if missing:
-        mapping.reject(span, f"a {span.operation} span without {' and '.join(missing)}")
-        return None
-    return provider, model
+def is_model_call(span: SpanView) -> bool:
+    """A model-call span of any convention: GenAI inference, OpenLLMetry chat, OpenInference LLM."""
+    if span.oi_kind is not None and span.operation is None:
+        return span.oi_kind == openinference.LLM
+    return genai_messages.is_inference(span.operation, span.attributes)
 
 
-def _finish_reasons(span: SpanView) -> list[str]:
-    value = span.attributes.get(FINISH_REASONS)
-    if isinstance(value, str):
-        return [value]
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+def read_model_call(span: SpanView) -> LlmRead:
+    if span.oi_kind == openinference.LLM and span.operation is None:
+        exception = next((e.attributes for e in span.events if e.name == "exception"), {})
+        read = openinference.read_llm(span.attributes, exception)
+        if read.error_message is None and span.failed:
+            read.error_message = span.status_message or None
+        return read
+    events = [(e.name, e.attributes) for e in span.events if e.name.startswith(("gen_ai.", "exc"))]
+    return genai_messages.read_llm(span.attributes, events, span.status_message)
 
 
-def model_call(span: SpanView, trace: Trace, mapping: Mapping) -> None:
-    """A GenAI inference span → `model_call`."""
-    names = _model_and_provider(span, mapping)
-    if names is None:
-        return
-    provider, model = names
-    a = span.attributes
-    input_tokens = _count(_first(a, INPUT_TOKENS))
-    output_tokens = _count(_first(a, OUTPUT_TOKENS))
-    usage: dict[str, int] = {"input": input_tokens or 0, "output": output_tokens or 0}
-    for name, attribute in (
-        ("cacheRead", CACHE_READ_TOKENS),
-        ("cacheWrite", CACHE_WRITE_TOKENS),
-        ("thinking", REASONING_TOKENS),
-    ):
-        value = _count(_first(a, attribute))
+@dataclass(slots=True)
+class PendingCall:
+    """A model-call span read, waiting for its run's other calls (its iteration, a fallback)."""
+
+    span: SpanView
+    read: LlmRead
+    call: trace_decisions.Call
+
+
+def collect_call(span: SpanView, trace: Trace, mapping: Mapping) -> None:
+    read = read_model_call(span)
+    failed = span.failed or read.error_type is not None
+    call = trace_decisions.Call(
+        span_key=(span.trace_id, span.span_id),
+        run_id=trace.scope(span).run_id,
+        start_ns=span.start_ns,
+        request_model=read.request_model,
+        response_model=read.response_model,
+        provider=read.provider,
+        failed=failed,
+        error=read.error_type or (span.status_message if failed else None),
+        status=read.status,
+        offered=read.offered,
+        called=read.called,
+        explicit_iteration=_explicit_iteration(span),
+    )
+    mapping.calls.append(PendingCall(span, read, call))
+
+
+def model_call_records(trace: Trace, mapping: Mapping) -> None:
+    """Every model call of the export → its records, once the calls of each run are known:
+    `model_call` (or `provider.error` when it failed), the tool decision (a `turn` with what it
+    was offered and called), a `model_selection` when both request and response models are
+    known (a swap when trace_decisions.is_swap), and a `reliability` fallback_triggered for each
+    failed call followed by another model (trace_decisions.fallbacks)."""
+    calls = [p.call for p in mapping.calls]
+    iterations = trace_decisions.iterations(calls)
+    for pending in mapping.calls:
+        span, read, call = pending.span, pending.read, pending.call
+        iteration = iterations[call.span_key]
+        scope = trace.scope(span)
+        for problem in read.problems:
+            mapping.reject(span, problem)
+        if call.failed:
+            _provider_error(span, read, iteration, scope, mapping)
+        else:
+            _model_call(span, read, iteration, scope, mapping)
+            _selection(span, read, iteration, scope, mapping)
+        _tool_decision(span, read, call, iteration, scope, mapping)
+    by_key = {p.call.span_key: p for p in mapping.calls}
+    for run_calls in trace_decisions.ordered_runs(calls):
+        for fallback in trace_decisions.fallbacks(run_calls):
+            _fallback(fallback, by_key, trace, iterations, mapping)
+
+
+def _missing(read: LlmRead) -> dict[str, Any]:
+    return {"missing": read.missing} if read.missing else {}
+
+
+def _model_call(span: SpanView, read: LlmRead, iteration: int, scope: Scope, mapping) -> None:
+    usage: dict[str, int] = {"input": read.input_tokens or 0, "output": read.output_tokens or 0}
+    for name, value in (("cacheRead", read.cache_read), ("cacheWrite", read.cache_write),
+                        ("thinking", read.thinking)):  # fmt: skip
         if value is not None:
             usage[name] = value
-    reasons = _finish_reasons(span)
-    data = {
-        "iteration": _iteration(span),
-        "provider": provider,
-        "model": model,
+    data: dict[str, Any] = {
+        "iteration": iteration,
+        # Stored with what the span has: a missing provider or model is named in otel.missing.
+        "provider": read.provider or "unknown",
+        "model": read.response_model or read.request_model or "unknown",
         "usage": usage,
         # GenAI spans may leave finish reasons out (streaming instrumentations often do).
-        "stopReason": reasons[0] if reasons else "unknown",
+        "stopReason": read.finish_reasons[0] if read.finish_reasons else "unknown",
         "durationMs": span.duration_ms,
-        "otel": _otel_ref(
-            span,
-            operation=span.operation,
-            requestModel=_string(a.get(REQUEST_MODEL)),
-            responseId=_string(a.get(RESPONSE_ID)),
-            finishReasons=reasons or None,
-            # Token counts the span did not report are stored as 0 and flagged here.
-            usageReported=None if input_tokens is not None and output_tokens is not None else False,
-        ),
     }
+    if read.offered is not None:
+        data["toolsCount"] = len(read.offered)
+    if read.messages_count is not None:
+        data["messagesCount"] = read.messages_count
+    reported = read.input_tokens is not None and read.output_tokens is not None
+    data["otel"] = _otel_ref(
+        span,
+        operation=span.operation,
+        convention=read.convention,
+        requestModel=read.request_model,
+        responseModel=read.response_model,
+        responseId=_string(span.attributes.get(RESPONSE_ID)),
+        finishReasons=read.finish_reasons or None,
+        # Token counts the span did not report are stored as 0 and flagged here.
+        usageReported=None if reported else False,
+        **read.extra,
+        **_missing(read),
+    )
     record_id = f"otel:{span.trace_id}:{span.span_id}"
-    raw = _envelope("model_call", record_id, trace.scope(span), span.end_ns, data)
-    mapping.records.append(Mapped(span, raw))
+    mapping.records.append(Mapped(span, _envelope("model_call", record_id, scope, span.end_ns, data)))
 
 
-def provider_error(span: SpanView, trace: Trace, mapping: Mapping) -> None:
-    """A failed GenAI inference span (status ERROR or error.type) → `provider.error`."""
-    names = _model_and_provider(span, mapping)
-    if names is None:
-        return
-    provider, model = names
-    a = span.attributes
-    exception = next((e.attributes for e in span.events if e.name == "exception"), {})
-    error = _string(a.get(ERROR_TYPE)) or _string(exception.get("exception.type")) or "error"
-    status = _count(a.get(HTTP_STATUS))
-    status = status if status is not None and 100 <= status <= 599 else None
-    message = span.status_message or _string(exception.get("exception.message"))
-    retryable = a.get(RETRYABLE)
+def _provider_error(span: SpanView, read: LlmRead, iteration: int, scope: Scope, mapping) -> None:
+    """A failed model call (status ERROR, error.type or an exception event)."""
+    error = read.error_type or "error"
+    status = read.status
+    retryable = span.attributes.get(RETRYABLE)
     if not isinstance(retryable, bool):
         lowered = error.lower()
         retryable = status in _RETRYABLE_STATUSES or any(w in lowered for w in _RETRYABLE_WORDS)
     data: dict[str, Any] = {
         "error": error,
-        "provider": provider,
-        "model": model,
+        "provider": read.provider or "unknown",
+        "model": read.request_model or read.response_model or "unknown",
         "retryable": retryable,
     }
     if status is not None:
         data["status"] = status
-    if message:
-        data["message"] = message
-    data["otel"] = _otel_ref(span, operation=span.operation, durationMs=span.duration_ms)
+    if read.error_message:
+        data["message"] = read.error_message
+    data["otel"] = _otel_ref(
+        span, operation=span.operation, convention=read.convention, durationMs=span.duration_ms,
+        iteration=iteration, **_missing(read),
+    )  # fmt: skip
     record_id = f"otel:{span.trace_id}:{span.span_id}"
-    raw = _envelope("provider.error", record_id, trace.scope(span), span.end_ns, data)
+    raw = _envelope("provider.error", record_id, scope, span.end_ns, data)
     mapping.records.append(Mapped(span, raw))
+
+
+def _selection(span: SpanView, read: LlmRead, iteration: int, scope: Scope, mapping) -> None:
+    """Request and response model both known: the provider's model selection for this call."""
+    requested, answered = read.request_model, read.response_model
+    if not requested or not answered:
+        return
+    swap = trace_decisions.is_swap(requested, answered)
+    data = {
+        "step": iteration,
+        "default_model": requested,
+        # A dated snapshot of the requested model is the requested model (no swap).
+        "selected_model": answered if swap else requested,
+        "action": "select" if swap else "continue",
+        "responseModel": answered,
+        "otel": _otel_ref(span, convention=read.convention),
+    }
+    record_id = f"otel:{span.trace_id}:{span.span_id}:selection"
+    raw = _envelope("model_selection", record_id, scope, span.end_ns, data)
+    mapping.records.append(Mapped(span, raw, note="(model_selection)"))
+
+
+def _tool_decision(span, read: LlmRead, call, iteration: int, scope: Scope, mapping) -> None:
+    decision = trace_decisions.tool_decision(call)
+    if decision is None:
+        return
+    data: dict[str, Any] = {"iteration": iteration, "toolCalls": read.called}
+    if decision.offered is not None:
+        data["offered"] = decision.offered
+        # The offered names map to themselves: a called name outside them is invented.
+        data["toolNameMap"] = {name: name for name in decision.offered}
+    if read.finish_reasons:
+        data["finishReason"] = read.finish_reasons[0]
+    data["durationMs"] = span.duration_ms
+    data["otel"] = _otel_ref(span, convention=read.convention)
+    record_id = f"otel:{span.trace_id}:{span.span_id}:turn"
+    raw = _envelope("turn", record_id, scope, span.end_ns, data)
+    mapped = Mapped(span, raw, note="(turn)")
+    mapping.records.append(mapped)
+    mapping.decision_turns[(span.trace_id, span.span_id)] = mapped
+
+
+def _fallback(fallback, by_key: dict, trace: Trace, iterations: dict, mapping: Mapping) -> None:
+    failed = by_key[fallback.failed.span_key]
+    following = by_key[fallback.next.span_key]
+    data: dict[str, Any] = {
+        "type": "fallback_triggered",
+        "primary": fallback.failed.request_model or fallback.failed.model,
+        "fallback": fallback.next.request_model or fallback.next.model,
+        "reason": fallback.cause,
+        "errorKind": trace_decisions.error_kind(fallback.failed.status, fallback.failed.error),
+    }
+    if fallback.failed.provider:
+        data["fromProvider"] = fallback.failed.provider
+    if fallback.next.provider:
+        data["toProvider"] = fallback.next.provider
+    data["otel"] = _otel_ref(
+        failed.span, nextSpanId=following.span.span_id,
+        iteration=iterations[fallback.next.span_key],
+    )  # fmt: skip
+    span = failed.span
+    record_id = f"otel:{span.trace_id}:{span.span_id}:fallback"
+    raw = _envelope("reliability", record_id, trace.scope(span), following.span.start_ns, data)
+    mapping.records.append(Mapped(span, raw, note="(fallback)"))
 
 
 def tool_turns(tools: list[SpanView], trace: Trace, mapping: Mapping) -> None:
@@ -687,7 +821,7 @@ def tool_turns(tools: list[SpanView], trace: Trace, mapping: Mapping) -> None:
     # Inference spans by parent, in the order they ended, with their end times to bisect.
     responses: dict[tuple[str, str], list[SpanView]] = {}
     for span in mapping.spans:
-        if span.operation in INFERENCE:
+        if is_model_call(span):
             responses.setdefault((span.trace_id, span.parent_span_id), []).append(span)
     ends: dict[tuple[str, str], list[int]] = {}
     for key, siblings in responses.items():
@@ -705,17 +839,23 @@ def tool_turns(tools: list[SpanView], trace: Trace, mapping: Mapping) -> None:
         tool_calls = []
         errors = []
         for tool in calls:
-            name = _string(tool.attributes.get(TOOL_NAME)) or _tool_name_from_span(tool.name)
-            if name is None:
-                mapping.reject(tool, "an execute_tool span without gen_ai.tool.name")
-                continue
-            call: dict[str, Any] = {"name": name}
-            arguments = tool.attributes.get(TOOL_ARGUMENTS)
-            if arguments is not None:
-                call["arguments"] = _json_or_text(arguments)
-            call_id = _string(tool.attributes.get(TOOL_CALL_ID))
-            if call_id is not None:
-                call["id"] = call_id
+            if tool.oi_kind == openinference.TOOL and tool.operation is None:
+                call = openinference.tool_span_call(tool.attributes)
+                if call is None:  # a handoff (the Agents SDK's), not a tool
+                    continue
+                name = call["name"]
+            else:
+                name = _string(tool.attributes.get(TOOL_NAME)) or _tool_name_from_span(tool.name)
+                if name is None:
+                    mapping.reject(tool, "an execute_tool span without gen_ai.tool.name")
+                    continue
+                call = {"name": name}
+                arguments = tool.attributes.get(TOOL_ARGUMENTS)
+                if arguments is not None:
+                    call["arguments"] = _json_or_text(arguments)
+                call_id = _string(tool.attributes.get(TOOL_CALL_ID))
+                if call_id is not None:
+                    call["id"] = call_id
             tool_calls.append(call)
             if tool.failed:
                 errors.append(
@@ -729,6 +869,14 @@ def tool_turns(tools: list[SpanView], trace: Trace, mapping: Mapping) -> None:
         if not tool_calls:
             continue
         first = calls[0]
+        decided = mapping.decision_turns.get((trace_id, anchor_id))
+        if decided is not None:
+            # The model call's own tool decision names the calls: the executions add their
+            # errors and spans to it rather than a second turn.
+            if errors:
+                decided.raw["data"]["executionError"] = errors[0] if len(errors) == 1 else errors
+            decided.raw["data"]["otel"]["toolSpanIds"] = [t.span_id for t in calls]
+            continue
         data: dict[str, Any] = {"toolCalls": tool_calls}
         if response is not None:
             reasons = _finish_reasons(response)
@@ -742,6 +890,13 @@ def tool_turns(tools: list[SpanView], trace: Trace, mapping: Mapping) -> None:
         record_id = f"otel:{trace_id}:{anchor_id}:turn"
         raw = _envelope("turn", record_id, trace.scope(first), ts_ns, data)
         mapping.records.append(Mapped(first, raw, note="(turn)"))
+
+
+def _finish_reasons(span: SpanView) -> list[str]:
+    value = span.attributes.get(FINISH_REASONS)
+    if isinstance(value, str):
+        return [value]
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def _tool_name_from_span(name: str) -> str | None:
@@ -936,16 +1091,28 @@ class SpanMapping:
     build: Callable[[SpanView, Trace, Mapping], None] | None
 
 
+def _is_tool(span: SpanView) -> bool:
+    if span.operation is None and span.oi_kind is not None:
+        return span.oi_kind == openinference.TOOL
+    return span.operation == EXECUTE_TOOL
+
+
 SPAN_MAPPINGS: tuple[SpanMapping, ...] = (
-    SpanMapping("provider.error", lambda s: s.operation in INFERENCE and s.failed, provider_error),
-    SpanMapping("model_call", lambda s: s.operation in INFERENCE, model_call),
+    # model_call or provider.error, a tool decision, a swap, a fallback: mapped once the
+    # export's calls are all read (model_call_records).
+    SpanMapping("model_call / provider.error", is_model_call, collect_call),
     # Grouped into turns after all spans are seen (tool_turns).
-    SpanMapping("turn.toolCalls", lambda s: s.operation == EXECUTE_TOOL, None),
+    SpanMapping("turn.toolCalls", _is_tool, None),
     SpanMapping(
         "run / sub-run and agent",
-        lambda s: s.operation == INVOKE_AGENT or AGENT_NAME in s.attributes,
+        lambda s: s.operation == INVOKE_AGENT
+        or AGENT_NAME in s.attributes
+        or s.oi_kind in openinference.STRUCTURE,
         None,
     ),
+    # OpenInference kinds that carry no decision (retrievers, embeddings, ...): seen, kept
+    # out of the rejected count.
+    SpanMapping("seen", lambda s: s.oi_kind in openinference.SEEN_ONLY, None),
 )
 
 
@@ -973,16 +1140,24 @@ def map_export(request: ExportTraceServiceRequest) -> Mapping:
         declaration = _declaration(span)
         if declaration is not None and declaration.build is not None:
             declaration.build(span, trace, mapping)
-        elif span.operation == EXECUTE_TOOL:
+        elif declaration is not None and declaration.becomes == "turn.toolCalls":
             tools.append(span)
+        elif declaration is not None:
+            what = span.oi_kind or span.operation or declaration.becomes
+            mapping.seen[what] = mapping.seen.get(what, 0) + 1
         elif declaration is None and not has_events:
             mapping.reject(
                 span,
                 f"nothing to map (gen_ai.operation.name {span.operation!r}; not a GenAI "
                 "inference, execute_tool or invoke_agent span, and no decisionboard.<kind> event)"
                 if span.operation
-                else "nothing to map (no gen_ai.operation.name and no decisionboard.<kind> event)",
+                else f"nothing to map (openinference.span.kind {span.oi_kind!r})"
+                if span.oi_kind
+                else "nothing to map (no gen_ai.operation.name, no openinference.span.kind and "
+                "no decisionboard.<kind> event)",
             )
+    if mapping.calls:
+        model_call_records(trace, mapping)
     if tools:
         tool_turns(tools, trace, mapping)
     # Events' attributes are read as the mappings ask for them: all are read by now.

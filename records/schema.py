@@ -158,6 +158,10 @@ class Turn(Struct, kw_only=True):
     executionError: Any = None
     durationMs: NonNegative | None = None
     totalCost: NonNegative | None = None
+    # The tools the call was offered (a model call read from a trace), and the call's place in
+    # its run: with them a turn is a tool decision, offered → called.
+    offered: Annotated[list[Name], Meta(max_length=MAX_ITEMS)] | None = None
+    iteration: Count | None = None
 
 
 # --- classifier.verdict ------------------------------------------------------------------------

@@ -47,6 +47,10 @@ two thirds.
   "". A pick whose narrowing was skipped adds one more per offered tool: role `skipped`, reason
   = its narrowedSkipped (a row of its own: split by reason, every row was, and there were twice
   as many). Per outcome, model "", role `called` for each distinct called tool.
+  Per turn that names what its call was offered (`offered`: a model call read from a trace, a
+  tool decision with no classifier), model "": role `call_offered` for each distinct offered
+  tool and `call_called` for each of them the call called. A trace cannot tell the ranked,
+  served and chosen stages: they get no row (not reported, never zero).
 - TOOL_CALL, per action call of a turn, model "", key (tool, invented, error): the action name,
   whether it was invented, whether the turn had an executionError; the turn's durationMs in
   the latency sketch.
@@ -83,7 +87,8 @@ from records.keys import (
 )
 from records.models import Grain, ToolDecision, ToolMiss
 
-ROLES = ("served", "narrowed_out", "door", "unoffered", "skipped", "called")
+ROLES = ("served", "narrowed_out", "door", "unoffered", "skipped", "called", "call_offered",
+         "call_called")  # fmt: skip
 LINK_STAGES = ("called_served", "called_narrowed_out", "called_not_offered", "missed",
                "chosen_called")  # fmt: skip
 BINS = 10
@@ -232,6 +237,14 @@ def _tallied_cells(cells, tallies: dict) -> None:
 
 
 def _add_turn(cells, project, hour, agent, latency, is_error, derived: dict) -> None:
+    offered = derived.get("offered")
+    if offered is not None:  # a model call's tool decision, read from a trace
+        called = {c.get("action") for c in derived.get("calls") or () if c.get("action")}
+        for name in offered:
+            _add(cells, project, hour, TOOL, agent, "", _key(TOOL, name, "call_offered", "0", ""))
+            if name in called:
+                _add(cells, project, hour, TOOL, agent, "",
+                     _key(TOOL, name, "call_called", "0", ""))  # fmt: skip
     for call in derived.get("calls") or ():
         action = call.get("action")
         if action is None:  # a control call (sub-agent, chat, ...): no tool

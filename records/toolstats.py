@@ -45,6 +45,11 @@ class ToolStats:
     called_not_offered: int = 0
     missed: int = 0
     chosen_called: int = 0
+    # Offered to, and called by, model calls read from traces (records.tools: call_offered,
+    # call_called): decisions with no classifier, whose ranked, served and chosen stages are
+    # not reported.
+    call_offered: int = 0
+    call_called: int = 0
     calls: int = 0  # turn calls
     invented_calls: int = 0
     error_calls: int = 0
@@ -76,13 +81,31 @@ class ToolStats:
     def p95(self) -> float | None:
         return self.sketch.quantile(0.95)
 
-    def funnel(self) -> list[tuple[str, int]]:
+    @property
+    def all_offered(self) -> int:
+        """Offered by a pick or to a model call read from a trace."""
+        return self.offered + self.call_offered
+
+    @property
+    def all_called(self) -> int:
+        """Called while offered, by a pick's decision or a traced model call."""
+        return self.offered_called + self.call_called
+
+    @property
+    def stages_reported(self) -> bool:
+        """Whether any offer came with the classifier's stages (ranked, served, chosen): when
+        every offer came from a plain trace, those stages are not reported, not zero."""
+        return bool(self.offered or self.ranked or self.served or self.chosen)
+
+    def funnel(self) -> list[tuple[str, int | None]]:
+        """Offered → ranked → served → chosen → called; None for a stage not reported."""
+        known = self.stages_reported
         return [
-            ("offered", self.offered),
-            ("ranked", self.ranked),
-            ("served", self.served),
-            ("chosen", self.chosen),
-            ("called", self.offered_called),
+            ("offered", self.all_offered),
+            ("ranked", self.ranked if known else None),
+            ("served", self.served if known else None),
+            ("chosen", self.chosen if known else None),
+            ("called", self.all_called),
         ]
 
 
@@ -121,7 +144,7 @@ def tool_stats(rows: Iterable[Row]) -> dict[str, ToolStats]:
             setattr(s, role, getattr(s, role) + row.count)
         elif role == "skipped":
             s.skipped[k["reason"]] = s.skipped.get(k["reason"], 0) + row.count
-        elif role in ("door", "called"):
+        elif role in ("door", "called", "call_offered", "call_called"):
             setattr(s, role, getattr(s, role) + row.count)
         if k["ranked"] in ("top", "1"):
             s.ranked += row.count

@@ -44,7 +44,8 @@ def test_it_stores_every_kind_from_a_protobuf_export(alice, path):
     assert response.status_code == 200
     assert not answer(response).HasField("partial_success")
     kinds = sorted(Record.objects.filter(project=alice.project).values_list("kind", flat=True))
-    assert kinds == sorted([*KINDS, "model_call"])
+    # The chat span: its model call, and the model selection of its request and response models.
+    assert kinds == sorted([*KINDS, "model_call", "model_selection"])
     assert Run.objects.get(project=alice.project).run_id == TRACE
 
 
@@ -53,7 +54,7 @@ def test_it_stores_every_kind_from_an_otlp_json_export_and_answers_in_json(alice
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     assert json.loads(response.content) == {}  # partialSuccess unset: everything was accepted
-    assert Record.objects.filter(project=alice.project).count() == len(KINDS) + 1
+    assert Record.objects.filter(project=alice.project).count() == len(KINDS) + 2
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
@@ -62,7 +63,7 @@ def test_it_takes_compressed_bodies(alice, encoding):
     body = gzip.compress(raw) if encoding == "gzip" else zlib.compress(raw)
     response = post(alice.client(), body, HTTP_CONTENT_ENCODING=encoding)
     assert response.status_code == 200
-    assert Record.objects.filter(project=alice.project).count() == len(KINDS) + 1
+    assert Record.objects.filter(project=alice.project).count() == len(KINDS) + 2
 
 
 def test_a_re_sent_export_stores_nothing_twice(alice):
@@ -70,7 +71,7 @@ def test_a_re_sent_export_stores_nothing_twice(alice):
     assert post(alice.client(), body).status_code == 200
     again = post(alice.client(), body)
     assert again.status_code == 200 and not answer(again).HasField("partial_success")
-    assert Record.objects.filter(project=alice.project).count() == len(KINDS) + 1
+    assert Record.objects.filter(project=alice.project).count() == len(KINDS) + 2
 
 
 def test_it_answers_partial_success_and_keeps_the_good_spans(alice):
@@ -86,7 +87,7 @@ def test_it_answers_partial_success_and_keeps_the_good_spans(alice):
     assert partial.rejected_spans == 2
     assert "'GET /health': nothing to map" in partial.error_message
     assert "data.confidence: must be a number, got a string" in partial.error_message
-    assert list(Record.objects.values_list("kind", flat=True)) == ["model_call"]
+    assert sorted(Record.objects.values_list("kind", flat=True)) == ["model_call", "model_selection"]
 
 
 def test_partial_success_in_json_is_camel_case_with_the_count_as_a_string(alice):
@@ -182,7 +183,9 @@ def test_the_records_api_takes_a_gzip_body_too(alice):
 def test_records_from_otlp_read_back_like_native_ones(alice):
     sid = span_id()
     post(alice.client(), export(span("chat", chat(), span_id_hex=sid)).SerializeToString())
-    listed = alice.client(alice.read_key).get("/api/v1/records", {"run_id": TRACE}).json()
+    listed = alice.client(alice.read_key).get(
+        "/api/v1/records", {"run_id": TRACE, "kind": "model_call"}
+    ).json()
     (item,) = listed["results"]
     assert item["id"] == f"otel:{TRACE}:{sid}"
     assert item["kind"] == "model_call" and item["data"]["model"] == "gpt-4o-2026-08-06"

@@ -166,13 +166,24 @@ def test_a_model_call_without_token_counts_is_kept_and_flagged():
     assert body["otel"]["usageReported"] is False
 
 
-def test_an_inference_span_without_provider_or_model_is_rejected_by_attribute_name():
+def test_a_chat_span_without_a_provider_is_stored_with_what_it_has_and_flagged():
+    attributes = chat()
+    del attributes["gen_ai.provider.name"]
+    result, records = mapped(export(span("chat", attributes)))
+    assert result.rejected_spans == 0, result.error_message
+    body = data(records["model_call"])
+    assert (body["provider"], body["model"]) == ("unknown", "gpt-4o-2026-08-06")
+    assert body["usage"] == {"input": 1200, "output": 80}
+    assert body["otel"]["missing"] == ["gen_ai.provider.name"]
+
+
+def test_an_inference_span_naming_nothing_is_stored_and_names_each_missing_attribute():
     attributes = {"gen_ai.operation.name": "chat"}
     result, records = mapped(export(span("chat", attributes)))
-    assert records == {}
-    assert result.rejected_spans == 1
-    assert "gen_ai.provider.name" in result.error_message
-    assert "gen_ai.request.model" in result.error_message
+    assert result.rejected_spans == 0, result.error_message
+    body = data(records["model_call"])
+    assert (body["provider"], body["model"]) == ("unknown", "unknown")
+    assert body["otel"]["missing"] == ["gen_ai.provider.name", "gen_ai.request.model"]
 
 
 def test_a_failed_inference_span_becomes_a_provider_error():
@@ -246,7 +257,9 @@ def test_agent_spans_name_the_agent_and_nested_agents_open_sub_runs():
     )  # fmt: skip
     result, _ = mapped(request)
     assert result.rejected_spans == 0, result.error_message
-    calls = {json.loads(r.data_json)["provider"]: r for r in result.records}
+    calls = {
+        json.loads(r.data_json)["provider"]: r for r in result.records if r.kind == "model_call"
+    }
     planner, researcher = calls["openai"], calls["anthropic"]
     assert (planner.run_id, planner.parent_run_id, planner.agent) == (TRACE, None, "planner")
     assert researcher.run_id == f"{TRACE}-{sub}"
@@ -377,7 +390,7 @@ def test_a_span_with_nothing_to_map_is_counted_and_named():
         span("chat", chat()),
     )
     result, records = mapped(request)
-    assert set(records) == {"model_call"}
+    assert set(records) == {"model_call", "model_selection"}
     assert result.rejected_spans == 2
     assert result.error_message.startswith("2 of 3 spans rejected")
     assert "'GET /search': nothing to map" in result.error_message
@@ -448,6 +461,7 @@ def test_thousands_of_nested_agents_listed_children_first_map_without_error():
         ]  # fmt: skip
         parent = agent
     result, _ = mapped(export(*reversed(spans)))
-    assert result.rejected_spans == 0 and len(result.records) == 2000
-    innermost = result.records[0]
+    calls = [r for r in result.records if r.kind == "model_call"]
+    assert result.rejected_spans == 0 and len(calls) == 2000
+    innermost = calls[0]
     assert innermost.run_id == f"{TRACE}-{parent}" and innermost.parent_run_id.startswith(TRACE)

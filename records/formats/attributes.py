@@ -1,0 +1,73 @@
+"""Reading flattened attributes: the indexed lists OpenInference and OpenLLMetry spell as
+`prefix.N.field` keys, and JSON carried in a string attribute. Pure functions."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+# An index beyond this is not a list position but a hostile key: ignored.
+MAX_INDEX = 100_000
+
+
+def indexed(attributes: dict[str, Any], prefix: str) -> list[tuple[int, dict[str, Any]]]:
+    """`prefix.0.a`, `prefix.0.b`, `prefix.1.a` → [(0, {"a", "b"}), (1, {"a"})], by index."""
+    out: dict[int, dict[str, Any]] = {}
+    start = len(prefix)
+    for key, value in attributes.items():
+        if not key.startswith(prefix):
+            continue
+        number, dot, rest = key[start:].partition(".")
+        if not dot or not rest or not number.isascii() or not number.isdigit():
+            continue
+        if len(number) > 6 or int(number) > MAX_INDEX:
+            continue
+        out.setdefault(int(number), {})[rest] = value
+    return sorted(out.items())
+
+
+def json_value(value: Any) -> Any:
+    """A JSON string parsed; any other value as it is; None when the string is not JSON."""
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return None
+    return value
+
+
+def text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def count(value: Any) -> int | None:
+    """A token count: integers, and whole doubles (some SDKs send numbers as doubles)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return value if isinstance(value, int) else None
+
+
+def tool_name(definition: Any) -> str | None:
+    """The name of one tool definition: {"name"}, OpenAI's {"function": {"name"}}, or a JSON
+    string of either."""
+    definition = json_value(definition) if isinstance(definition, str) else definition
+    if not isinstance(definition, dict):
+        return None
+    function = definition.get("function")
+    if isinstance(function, dict) and text(function.get("name")):
+        return function["name"]
+    return text(definition.get("name"))
+
+
+# "Error code: 503 - ...", as the openai and anthropic clients word their exceptions.
+_STATUS_IN_MESSAGE = re.compile(r"\b(?:Error code|status(?: code)?)[: =]+([1-5]\d\d)\b", re.I)
+
+
+def status_in_message(message: str | None) -> int | None:
+    """The HTTP status an error message names, when the span has no status attribute."""
+    match = _STATUS_IN_MESSAGE.search(message) if message else None
+    return int(match.group(1)) if match else None

@@ -1,0 +1,240 @@
+"""The real instrumentations from PyPI (OpenInference, the official OpenTelemetry GenAI one, the
+OpenAI Agents SDK with OpenInference) driving the real `openai` client against an
+OpenAI-compatible server on the loopback, exporting over OTLP/HTTP to the product under
+gunicorn. What is asserted is what an operator sees: pages and the read API."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+import requests
+from django.contrib.auth import get_user_model
+from django.test import Client
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from records.models import Membership
+from records.rollup import catch_up
+from tests.live import wait_until, web_server
+from tests.openai_stub import Script, openai_stub
+
+openai = pytest.importorskip("openai", reason="the otel-test extra is not installed")
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "The weather",
+                                      "parameters": {"type": "object", "properties": {
+                                          "city": {"type": "string"}}}}},
+    {"type": "function", "function": {"name": "search_docs",
+                                      "parameters": {"type": "object", "properties": {}}}},
+]  # fmt: skip
+MESSAGES = [{"role": "user", "content": "What is the weather in Oslo? Then book me a flight."}]
+# One run: tools offered and two called (one never offered), a response from a model of
+# another family than requested, a 503, then a call to another model.
+SCRIPT = [
+    {"model": "gpt-4o-mini-2024-07-18",
+     "tool_calls": [("get_weather", '{"city": "Oslo"}'), ("book_flight", "{}")]},
+    {"model": "llama-3.3-70b"},
+    {"status": 503, "content": "overloaded"},
+    {"model": "claude-sonnet-4-5", "content": "Sunny in Oslo."},
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def base(django_db_setup, tmp_path_factory):
+    with web_server(tmp_path_factory.mktemp("otel-web")) as url:
+        yield url
+
+
+@pytest.fixture
+def alice_pages(alice) -> Client:
+    user = get_user_model().objects.create_user("alice", password="pw-alice")
+    Membership.objects.create(user=user, project=alice.project)
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def alice(transactional_db):
+    from tests.conftest import Persona
+
+    return Persona("acme")
+
+
+def provider_to(base: str, key: str) -> TracerProvider:
+    """What a team configures: an OTLP/HTTP exporter at Decisionboard behind a batch processor."""
+    provider = TracerProvider()
+    exporter = OTLPSpanExporter(
+        endpoint=f"{base}/v1/traces", headers={"Authorization": f"Bearer {key}"}, timeout=30
+    )
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return provider
+
+
+def drive(client) -> None:
+    """The agent's four model calls, in order, through the real client."""
+    client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, tools=TOOLS)
+    client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, tools=TOOLS)
+    with pytest.raises(openai.InternalServerError):
+        client.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES)
+    client.chat.completions.create(model="claude-sonnet-4-5", messages=MESSAGES)
+
+
+def read(base: str, key: str, path: str, **params) -> dict:
+    response = requests.get(
+        f"{base}{path}", params=params, headers={"Authorization": f"Bearer {key}"}, timeout=30
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def text_of(html: bytes) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html.decode()))
+
+
+def assert_the_operator_sees_the_run(base, alice, pages, run_id: str, *, offered: bool) -> None:
+    catch_up()
+    key = alice.read_key
+    run = read(base, key, f"/api/v1/runs/{run_id}")
+    assert (run["agent"], run["session_id"]) == ("support", "sess-42")
+    calls = read(base, key, "/api/v1/records", run_id=run_id, kind="model_call")["results"]
+    assert sorted(c["data"]["iteration"] for c in calls) == [0, 1, 3]
+    (error,) = read(base, key, "/api/v1/records", run_id=run_id, kind="provider.error")["results"]
+    assert (error["data"]["model"], error["data"]["status"]) == ("gpt-4o-mini", 503)
+    selections = read(base, key, "/api/v1/records", run_id=run_id, kind="model_selection")
+    swapped = {
+        (s["data"]["default_model"], s["data"]["selected_model"])
+        for s in selections["results"]
+        if s["derived"]["swap"]
+    }
+    # The dated snapshot of the first call is no swap; the other family is.
+    assert swapped == {("gpt-4o-mini", "llama-3.3-70b")}
+
+    fallbacks = text_of(pages.get("/fallbacks/").content)
+    assert "gpt-4o-mini → claude-sonnet-4-5" in fallbacks or "gpt-4o-mini" in fallbacks
+    chain = text_of(pages.get(f"/fallbacks/runs/{run_id}/").content)
+    assert "claude-sonnet-4-5" in chain and "InternalServerError" in chain
+
+    tools = pages.get("/tools/")
+    assert tools.status_code == 200
+    page = text_of(tools.content)
+    invented = re.search(r'id="tools-invented".*?</table>', tools.content.decode(), re.S).group(0)
+    # Called though never offered; judged invented only when the trace says what was offered.
+    assert ("book_flight" in invented) is offered
+    def weather_page() -> str | None:
+        catch_up()  # a pass may leave the newest records to the next one: run until folded
+        page = text_of(pages.get("/tools/get_weather/").content)
+        return page if re.search(r"Turn calls (\d+)", page).group(1) == "1" else None
+
+    if offered:
+        weather = wait_until(weather_page, 30, "the turn call of get_weather on its page")
+        assert re.search(r"Offered to a model call (\d+)", weather).group(1) == "2"
+        assert re.search(r"Called by that call (\d+)", weather).group(1) == "1"
+        assert "not reported by plain OpenTelemetry traces" in page
+    sessions = text_of(pages.get("/sessions/sess-42/").content)
+    assert run_id in sessions
+
+
+def test_an_openinference_instrumented_client_lands_its_decisions(base, alice, alice_pages):
+    from openinference.instrumentation import using_session
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+
+    provider = provider_to(base, alice.ingest_key)
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with openai_stub(Script(SCRIPT)) as url, using_session("sess-42"):
+            client = openai.OpenAI(base_url=url, api_key="sk-test", max_retries=0)
+            tracer = provider.get_tracer("support-agent")
+            attributes = {"openinference.span.kind": "AGENT", "agent.name": "support"}
+            with tracer.start_as_current_span("support", attributes=attributes) as agent:
+                drive(client)
+            assert provider.force_flush(30_000)
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    run_id = f"{agent.get_span_context().trace_id:032x}"
+    assert_the_operator_sees_the_run(base, alice, alice_pages, run_id, offered=True)
+
+
+def test_the_official_genai_instrumentation_lands_its_decisions(base, alice, alice_pages,
+                                                              monkeypatch):  # fmt: skip
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+    # Messages on the span, in the latest GenAI conventions (gen_ai.output.messages).
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    provider = provider_to(base, alice.ingest_key)
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with openai_stub(Script(SCRIPT)) as url:
+            client = openai.OpenAI(base_url=url, api_key="sk-test", max_retries=0)
+            tracer = provider.get_tracer("support-agent")
+            attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support",
+                          "gen_ai.conversation.id": "sess-42"}  # fmt: skip
+            with tracer.start_as_current_span("invoke_agent support", attributes=attributes) as a:
+                drive(client)
+            assert provider.force_flush(30_000)
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    run_id = f"{a.get_span_context().trace_id:032x}"
+    # This instrumentation does not record the tools a request offered: called, not offered.
+    assert_the_operator_sees_the_run(base, alice, alice_pages, run_id, offered=False)
+
+
+def test_an_openai_agents_sdk_run_with_a_handoff_lands_as_a_run_and_a_sub_run(
+    base, alice, alice_pages
+):
+    from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather of a city."""
+        return "sunny"
+
+    provider = provider_to(base, alice.ingest_key)
+    instrumentor = OpenAIAgentsInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    script = Script([
+        {"tool_calls": [("get_weather", '{"city": "Oslo"}')]},
+        {"tool_calls": [("transfer_to_booker", "{}")]},
+        {"status": 503, "content": "overloaded"},
+    ])  # fmt: skip
+    try:
+        with openai_stub(script) as url:
+            client = openai.AsyncOpenAI(base_url=url, api_key="sk-test", max_retries=0)
+            booker = Agent(name="booker", instructions="Book flights.",
+                           model=OpenAIChatCompletionsModel("gpt-4o", client))
+            triage = Agent(name="triage", instructions="Help.", tools=[get_weather],
+                           handoffs=[booker],
+                           model=OpenAIChatCompletionsModel("gpt-4o-mini", client))  # fmt: skip
+            with pytest.raises(openai.InternalServerError):
+                asyncio.run(Runner.run(triage, "Weather in Oslo, then book.",
+                                       run_config=RunConfig(tracing_disabled=False)))  # fmt: skip
+            assert provider.force_flush(30_000)
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    catch_up()
+    key = alice.read_key
+    runs = read(base, key, "/api/v1/runs")["results"]
+    (top,) = [r for r in runs if r["parent_run_id"] is None]
+    (sub,) = [r for r in runs if r["parent_run_id"] == top["run_id"]]
+    assert (top["agent"], sub["agent"]) == ("triage", "booker")
+    calls = read(base, key, "/api/v1/records", run_id=top["run_id"], kind="model_call")
+    assert sorted(c["data"]["iteration"] for c in calls["results"]) == [0, 1]
+    turns = read(base, key, "/api/v1/records", run_id=top["run_id"], kind="turn")["results"]
+    called = sorted(c["name"] for t in turns for c in t["data"]["toolCalls"])
+    assert called == ["get_weather", "transfer_to_booker"]
+    (error,) = read(base, key, "/api/v1/records", run_id=sub["run_id"], kind="provider.error")[
+        "results"
+    ]
+    assert error["agent"] == "booker" and error["data"]["model"] == "gpt-4o"
+    detail = text_of(alice_pages.get(f"/runs/{top['run_id']}/").content)
+    assert "transfer_to_booker" in detail

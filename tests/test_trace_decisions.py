@@ -1,0 +1,82 @@
+"""The decisions read from plain traces (records.formats.trace_decisions), and hostile
+OpenInference spans: stored or rejected with a reason, never an error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from records import otlp
+from records.formats import trace_decisions as td
+from tests.otlp_payloads import export, span, span_id
+from tests.test_otlp_mapping import NOW
+
+
+@pytest.mark.parametrize(
+    ("requested", "answered", "swap"),
+    [
+        ("gpt-4o-mini", "gpt-4o-mini-2024-07-18", False),
+        ("claude-3-5-sonnet", "claude-3-5-sonnet-20241022", False),
+        ("gpt-4o-mini-2024-07-18", "gpt-4o-mini", False),
+        ("gpt-4o-mini", "gpt-4o", True),
+        ("gpt-4o", "gpt-4o-mini-2024-07-18", True),
+        ("gpt-4o-mini", "llama-3.3-70b", True),
+        ("gemini-1.5-pro", "gemini-1.5-pro-001", True),  # a revision, not a dated snapshot
+        (None, "gpt-4o", False),
+    ],
+)
+def test_a_swap_is_another_model_than_requested_dated_snapshots_excepted(requested, answered, swap):
+    assert td.is_swap(requested, answered) is swap
+
+
+def llm(**attributes):
+    return {"openinference.span.kind": "LLM", "llm.provider": "openai",
+            "llm.model_name": "gpt-4o-mini", **attributes}  # fmt: skip
+
+
+def tools(*names):
+    return {f"llm.tools.{i}.tool.json_schema": json.dumps({"type": "function",
+            "function": {"name": n}}) for i, n in enumerate(names)}  # fmt: skip
+
+
+def test_calls_of_a_run_are_numbered_by_start_time_whatever_their_order_in_the_export():
+    later = span("b", llm(), start_ms=2000)
+    earlier = span("a", llm(), start_ms=0)
+    result = otlp.normalise_export(export(later, earlier), now=NOW)
+    by_span = {json.loads(r.data_json)["otel"]["span"]: r.iteration
+               for r in result.records if r.kind == "model_call"}  # fmt: skip
+    assert by_span == {"a": 0, "b": 1}
+
+
+def test_hostile_openinference_spans_are_stored_or_rejected_with_a_reason():
+    many = tools(*(f"tool_{i}" for i in range(10_000)))
+    bad_schema = {"llm.tools.0.tool.json_schema": "{not json",
+                  "llm.tools.1.tool.json_schema": json.dumps({"name": "ok"})}  # fmt: skip
+    nameless = {"llm.output_messages.0.message.tool_calls.0.tool_call.id": "c1"}
+    huge = {"llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "x",
+            "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments":
+                "a" * 1_000_000, "metadata": "m" * 1_000_000}  # fmt: skip
+    request = export(
+        span("many", llm(**many), span_id_hex=span_id()),
+        span("bad", llm(**bad_schema)),
+        span("nameless", llm(**nameless)),
+        span("huge", llm(**huge)),
+        span("no ids", {"openinference.span.kind": "LLM"}),
+        span("retriever", {"openinference.span.kind": "RETRIEVER"}),
+    )
+    result = otlp.normalise_export(request, now=NOW)
+    message = result.error_message
+    assert result.rejected_spans == 3, message
+    assert "'many': (turn) rejected:" in message
+    assert "data.offered: must have at most 1000 items" in message
+    assert "llm.tools.0.tool.json_schema is not JSON" in message
+    assert "tool_calls.0 has no tool_call.function.name" in message
+    calls = [r for r in result.records if r.kind == "model_call"]
+    assert len(calls) == 5  # every model call kept, the bare one flagged
+    huge_turn = next(json.loads(r.data_json) for r in result.records if r.kind == "turn"
+                     and json.loads(r.data_json)["otel"]["span"] == "huge")  # fmt: skip
+    assert huge_turn["toolCalls"] == [{"name": "x", "argumentsOmitted": "1,000,000 characters"}]
+    bare = next(json.loads(r.data_json) for r in calls
+                if json.loads(r.data_json)["otel"]["span"] == "no ids")  # fmt: skip
+    assert bare["otel"]["missing"] == ["llm.provider (or llm.system)", "llm.model_name"]
