@@ -37,8 +37,8 @@ from alerts.windows import (
     window_grain,
     window_start,
 )
+from records.contract.buckets import truncate
 from records.models import Grain, Streak
-from records.rollup import truncate
 
 log = logging.getLogger(__name__)
 

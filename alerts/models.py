@@ -18,11 +18,11 @@ from django.utils import timezone
 from alerts import evaluate as ev
 from alerts import units
 from alerts.windows import RULE_METRICS, Family, Query, query_errors, window_errors
-from records.filters import FilterError, check_text, parse_time
+from records.contract.filters import FilterError, check_text, parse_time
 from records.models import Project
 
 # The metrics a rule may watch, for forms. Not `choices` on the field: validation is
-# rule_errors(), and a metric added to records.metrics then needs no migration here.
+# rule_errors(), and a metric added to records.metrics.definitions then needs no migration here.
 METRIC_CHOICES = [(name, name.replace("_", " ")) for name in RULE_METRICS]
 
 
@@ -414,7 +414,7 @@ class AlertEvent(models.Model):
 def filter_events(queryset, params):
     """History filters: rule (id), group, state (the state entered), reason, from, to.
 
-    Raises records.filters.FilterError naming the parameter at fault.
+    Raises records.contract.filters.FilterError naming the parameter at fault.
     """
     rule = params.get("rule")
     if rule:

@@ -2,7 +2,7 @@
 
 A `notices` rule matches a notice `code` and, optionally, `detail` fields
 ({"code": "route.fallback_to_primary", "detail.cause": "timeout"}). The notice rollups are keyed
-by the code and, for a few codes, by some detail fields (records.keys.NOTICE_SPLITS); a rule that
+by the code and, for a few codes, by some detail fields (records.contract.rollup_keys.NOTICE_SPLITS); a rule that
 matches only those reads the rollups with every other rule (alerts.windows). Any other detail
 field is free-form, so no rollup can hold it without one row per value anybody ever sends:
 such a rule counts the notice records of its code inside its window instead, one query per rule
@@ -26,11 +26,11 @@ from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, Trunc
 
 from alerts.windows import DETAIL, Query, window_grain, window_start
-from records import keys
-from records.keys import NOTICE, NOTICE_SPLITS
+from records.contract import rollup_keys
+from records.contract.buckets import truncate
+from records.contract.rollup_keys import NOTICE, NOTICE_SPLITS
+from records.metrics.reader import Row
 from records.models import Grain, Record
-from records.reader import Row
-from records.rollup import truncate
 
 _STEP = {Grain.MINUTE: timedelta(minutes=1), Grain.HOUR: timedelta(hours=1)}
 
@@ -53,10 +53,10 @@ def unscoped(query: Query) -> Query:
 
 
 def _code_filter(code: str) -> Q:
-    # records.derive keys a notice by its code, then (for a few codes) the split fields.
+    # records.contract.derive keys a notice by its code, then (for a few codes) the split fields.
     if code in NOTICE_SPLITS:
-        return Q(rollup_key__startswith=keys.escape(code) + "|")
-    return Q(rollup_key=keys.escape(code))
+        return Q(rollup_key__startswith=rollup_keys.escape(code) + "|")
+    return Q(rollup_key=rollup_keys.escape(code))
 
 
 def scoped_rows(
@@ -83,7 +83,7 @@ def scoped_rows(
         .annotate(n=Count("id"))
         .order_by()
     )
-    key = keys.encode(NOTICE, {"code": code})
+    key = rollup_keys.encode(NOTICE, {"code": code})
     return [
         Row(bucket, NOTICE, agent or "", model or "", key, n, 0, 0, {})
         for bucket, agent, model, n in counted

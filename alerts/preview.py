@@ -3,9 +3,9 @@
 The metric is folded from minute rollups exactly as the engine folds it, slid over the day one
 minute at a time, and replayed through the same state machine from an all-ok start, ignoring
 pause and silence. A Preview holds each group's value over the day, the threshold (and warning
-threshold), and each minute the rule would have been firing; dashboard.figures.alert_preview
+threshold), and each minute the rule would have been firing; dashboard.charts.figures.alert_preview
 draws it. A streak rule's preview is each model's streak hour by hour, folded from the hourly
-streak segments (records.metrics.streak_history).
+streak segments (records.metrics.definitions.streak_history).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from alerts import notices
 from alerts.evaluate import FIRING, TRANSITION, Sample, replay
 from alerts.models import Rule
 from alerts.windows import STREAK, RowIndex, fold_by_minute, read_rows, slide, window_start
-from records.metrics import streak_history
+from records.contract.buckets import truncate
+from records.metrics.definitions import streak_history
 from records.models import Grain
-from records.rollup import truncate
 
 MAX_GROUPS = 8
 

@@ -1,12 +1,12 @@
 """What a rule reads: its metric over rollup rows, per group, over a window of minutes.
 
-A rule's metric is one of `records.metrics.METRICS` or the contract-broken streak.
-The accumulators and row contributions are those of records.metrics, so a rule's value over a
+A rule's metric is one of `records.metrics.definitions.METRICS` or the contract-broken streak.
+The accumulators and row contributions are those of records.metrics.definitions, so a rule's value over a
 window is what GET /api/v1/metrics/{metric} answers as the total over the same minutes (a test
 holds the two to it). The engine does not call `query_metric` once per rule: that reads every
 row of the metric's kinds and filters models in Python, so a thousand rules would read the same
 rows a thousand times. Instead `read_window` reads a project's rows once per tick and window
-through records.reader (the reader of the API and the pages) and `fold` computes each rule from
+through records.metrics.reader (the reader of the API and the pages) and `fold` computes each rule from
 them; the preview slides the same fold over a day of `read_rows`.
 
 A window of N minutes is N whole minute buckets ending with the current, partial, one; a window
@@ -24,13 +24,14 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from records import keys, reader
-from records.keys import CLASSIFICATION, PICK_LATENCY, PICKS, VERDICT
-from records.metrics import METRICS, Quantile, Rate, Row, Total
+from records.contract import rollup_keys
+from records.contract.buckets import truncate
+from records.contract.rollup_keys import CLASSIFICATION, PICK_LATENCY, PICKS, VERDICT
+from records.contract.sketch import Sketch
+from records.metrics import reader
+from records.metrics.definitions import METRICS, Quantile, Rate, Row, Total
+from records.metrics.reader import as_sketch, merge_into
 from records.models import Grain
-from records.reader import as_sketch, merge_into
-from records.rollup import truncate
-from records.sketch import Sketch
 
 STREAK = "contract_broken_streak"
 MAX_WINDOW_MINUTES = 24 * 60
@@ -50,7 +51,7 @@ def _family(name: str) -> Family:
     acc = METRICS[name].make()
     if isinstance(acc, Quantile):
         return Family.LATENCY
-    # A share that is not a plain ratio (records.metrics.Calibration) says so with `is_rate`.
+    # A share that is not a plain ratio (records.metrics.definitions.Calibration) says so with `is_rate`.
     return Family.RATE if isinstance(acc, Rate) or getattr(acc, "is_rate", False) else Family.COUNT
 
 
@@ -98,7 +99,7 @@ def _classifier_of(row: Row) -> str:
     """The classifier a row is about: the pick's classifier model, a verdict's seat model, or
     a classification's (whose row model is its seat)."""
     if row.kind == VERDICT:
-        return keys.decode(VERDICT, row.key)["seat"] or row.model
+        return rollup_keys.decode(VERDICT, row.key)["seat"] or row.model
     return row.model
 
 
@@ -341,7 +342,7 @@ def collapse(rows: Iterable[Row], since: datetime) -> list[Row]:
     """The rows from `since` on, added up per (kind, agent, model, key) and dated `since`.
 
     Every metric's contribution is linear in a row's count, tokens and sketch for a given kind,
-    agent, model and key (records.metrics never reads the bucket), so the summed row folds to
+    agent, model and key (records.metrics.definitions never reads the bucket), so the summed row folds to
     what its buckets fold to. Rules then fold one row per key however long their window: a
     day-long window over hour rows is 24 times fewer rows to fold, for every rule reading it.
     """
@@ -396,7 +397,7 @@ def read_rows(
     grain: Grain = Grain.MINUTE,
 ) -> list[Row]:
     """The rows of `grain` with buckets from `start` to `end` (both included) of the kinds the
-    queries read, through records.reader: sketches only for the latency metrics' kinds,
+    queries read, through records.metrics.reader: sketches only for the latency metrics' kinds,
     parsed, as they are folded again for every rule and every minute of a preview."""
     return _read(project_id, queries, start, end, grain, parse_sketches=True)
 
@@ -409,7 +410,7 @@ def read_window(
     grain: Grain = Grain.MINUTE,
 ) -> list[Row]:
     """`collapse(read_rows(...), start)`: the window's rows added up per (kind, agent, model,
-    key) and dated `start`, the database adding up what it can (records.reader)."""
+    key) and dated `start`, the database adding up what it can (records.metrics.reader)."""
     return _read(project_id, queries, start, end, grain, keep=("kind", "agent", "model", "key"))
 
 

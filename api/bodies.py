@@ -39,7 +39,7 @@ def decode_json(body: bytes, *, lenient_numbers: bool = False) -> tuple[Any, boo
     """The JSON value of `body`, and whether it may hold what the fast path never returns.
 
     The flag is true when the body may hold NUL characters, non-finite numbers or lone
-    surrogates (records.normalise's scrub and `surrogate_path` then look). With
+    surrogates (records.contract.normalise's scrub and `surrogate_path` then look). With
     `lenient_numbers`, a body msgspec refuses only for NaN, Infinity or a number beyond the
     float range is decoded by the standard library instead of refused.
     """

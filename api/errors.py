@@ -1,7 +1,7 @@
 """The API's exception handler: the domain's parameter errors become 400s naming the parameter.
 
-records.filters (the filter vocabulary, cursors, limits, export formats), alerts' history
-filters and records.metrics raise FilterError or MetricError with the parameter at fault; a
+records.contract.filters (the filter vocabulary, cursors, limits, export formats), alerts' history
+filters and records.metrics.definitions raise FilterError or MetricError with the parameter at fault; a
 view lets them propagate and the answer is `{"<param>": ["message"]}`, the shape DRF gives a
 serializer's field errors. Everything else is DRF's own handling.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from rest_framework.exceptions import ValidationError
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from records.filters import FilterError
-from records.metrics import MetricError
+from records.contract.filters import FilterError
+from records.metrics.definitions import MetricError
 
 
 def exception_handler(exc: Exception, context: dict):

@@ -1,7 +1,7 @@
 """POST /api/v1/records — the front door (docs/api.md, "Ingest").
 
 DRF handles the endpoint, authentication, the rate limit and error responses; the body is decoded
-with msgspec (api.bodies) and its records judged and stored by `records.ingest` instead of a DRF
+with msgspec (api.bodies) and its records judged and stored by `records.store.ingest` instead of a DRF
 serializer, which would cap ingest at a few thousand records a second. Records are committed
 before the 2xx.
 """
@@ -31,7 +31,7 @@ from api.bodies import SURROGATE_MESSAGE, decode_json, may_hold_surrogates, surr
 from api.encoding import inflate
 from api.throttles import KeyRateThrottle
 from ops.instruments import count_api_ingest
-from records.ingest import ingest
+from records.store.ingest import ingest
 from workers.dispatch import request_catch_up
 
 JSON_TYPES = {"application/json"}

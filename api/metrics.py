@@ -14,9 +14,9 @@ from rest_framework.views import APIView
 
 from api.access import CanRead, project_for_request
 from api.auth import ApiKeyAuthentication
-from records.filters import parse_filters
-from records.freshness import project_freshness, streaks_freshness
-from records.metrics import METRICS, query_metric
+from records.contract.filters import parse_filters
+from records.metrics.definitions import METRICS, query_metric
+from records.metrics.freshness import project_freshness, streaks_freshness
 from records.models import Streak
 
 DEFAULT_RANGE = timedelta(hours=24)
@@ -113,7 +113,7 @@ class StreakView(ReadView):
                 "results": results,
                 "next": None,
                 "freshness": project_freshness(project.pk),
-                # Late verdicts wait a few seconds before they count (records.rollup).
+                # Late verdicts wait a few seconds before they count (records.catchup.passes).
                 "streaks": streaks_freshness(project.pk),
             }
         )

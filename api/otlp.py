@@ -1,7 +1,7 @@
 """POST /v1/traces and /api/v1/otlp/v1/traces — OTLP/HTTP trace ingest (docs/api.md, "OTLP").
 
 The same keys, scope, rate limit, body limit and store as POST /api/v1/records; the mapping of
-spans to records is records.otlp. Answers follow the OTLP/HTTP specification: 200 with an
+spans to records is records.formats.otlp. Answers follow the OTLP/HTTP specification: 200 with an
 ExportTraceServiceResponse (partial_success when spans were rejected), and for errors a
 google.rpc.Status in the request's encoding, with Retry-After on 429 and 503.
 """
@@ -24,9 +24,9 @@ from api.auth import CanIngest
 from api.ingest import _read_body
 from api.throttles import KeyRateThrottle
 from ops.instruments import count_otlp_ingest
-from records import otlp
-from records.ingest import configured_limits
-from records.store import store_records
+from records.formats import otlp
+from records.store.ingest import configured_limits
+from records.store.writer import store_records
 from workers.dispatch import request_catch_up
 
 # Seconds an exporter should wait when the database cannot be reached.

@@ -2,7 +2,7 @@
 own port (DECISIONBOARD_OTLP_GRPC_PORT, 4317 by default; `manage.py serve_otlp_grpc`).
 
 The same keys (the `authorization` metadata: `Bearer <ingest key>`), scope, rate limit, size
-limit, mapping (records.otlp) and store as POST /v1/traces (api/otlp.py), and the same rule:
+limit, mapping (records.formats.otlp) and store as POST /v1/traces (api/otlp.py), and the same rule:
 the records are committed before the OK. Errors are gRPC status codes, as the OTLP
 specification lists them: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT,
 RESOURCE_EXHAUSTED (over the size limit, or over the key's rate with a RetryInfo), UNAVAILABLE
@@ -41,10 +41,10 @@ from api.auth import CanIngest, key_for_authorization
 from api.throttles import KeyRateThrottle
 from config.outage import RETRY_AFTER_SECONDS, is_database_outage
 from ops.instruments import count_otlp_ingest, observe_grpc_request
-from records import otlp
-from records.ingest import configured_limits
+from records.formats import otlp
 from records.models import ApiKey
-from records.store import store_records
+from records.store.ingest import configured_limits
+from records.store.writer import store_records
 from workers.dispatch import request_catch_up
 
 log = logging.getLogger(__name__)

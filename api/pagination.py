@@ -24,7 +24,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
-from records.filters import FilterError, parse_time
+from records.contract.filters import FilterError, parse_time
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000

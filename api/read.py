@@ -3,7 +3,7 @@
 POST /api/v1/records (ingest, api.ingest) shares its path with the records list: RecordsView
 serves both.
 
-Lists take the filter vocabulary of records.filters and keyset pagination (api.pagination):
+Lists take the filter vocabulary of records.contract.filters and keyset pagination (api.pagination):
 records oldest first by (ts, id), runs newest first by id (when the run was first seen), orders
 that arriving records never change. A malformed parameter is a 400 naming it.
 """
@@ -25,16 +25,16 @@ from api.metrics import ReadView
 from api.openapi import INGEST_DESCRIPTION, INGEST_REQUEST, INGEST_RESPONSES
 from api.pagination import LIMIT_PARAMETER, Keyset, page_response
 from api.serializers import RecordSerializer, RunDetailSerializer, RunSerializer
-from records import retention
-from records.filters import (
+from records.contract.filters import (
     HAS_FLAGS,
     Filters,
     filter_records,
     filter_runs,
     parse_filters,
 )
-from records.kinds import KIND_NAMES
+from records.contract.kinds import KIND_NAMES
 from records.models import Record, Run
+from records.store import retention
 
 RECORD_KEYSET = Keyset((("ts", datetime), ("id", int)))
 RUN_KEYSET = Keyset((("id", int),), descending=True)
@@ -46,7 +46,7 @@ def request_filters(request: Request) -> Filters:
     return parse_filters(request.query_params)
 
 
-# --- OpenAPI parameters, shared with api.exports -----------------------------------------------
+# --- OpenAPI parameters, shared with api.export_endpoints -----------------------------------------------
 _TIME = "RFC 3339 timestamp with an offset, e.g. 2026-11-20T09:00:00Z"
 VOCABULARY_PARAMETERS = [
     OpenApiParameter("from", OpenApiTypes.DATETIME, description=f"Inclusive start ({_TIME})."),

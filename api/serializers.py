@@ -1,7 +1,7 @@
 """Read-only representations of runs, records and export jobs for the read API.
 
 They shape responses and document them in the OpenAPI schema; nothing is written through them
-(ingest validates with records.normalise, the export job is created by workers.exports).
+(ingest validates with records.contract.normalise, the export job is created by workers.export_jobs).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from api.openapi import RecordDataSerializer
-from records import retention
-from records.filters import HAS_FLAGS, FilterError, parse_time
-from records.kinds import KIND_NAMES
+from records.contract.filters import HAS_FLAGS, FilterError, parse_time
+from records.contract.kinds import KIND_NAMES
+from records.store import retention
 from workers.models import ExportJob
 
 

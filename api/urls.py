@@ -4,7 +4,7 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from api.alerts import AlertChannelViewSet, AlertEventListView, AlertRuleViewSet
-from api.exports import ExportDownloadView, ExportJobListView, ExportJobView, ExportView
+from api.export_endpoints import ExportDownloadView, ExportJobListView, ExportJobView, ExportView
 from api.metrics import MetricView, StreakView
 from api.openapi import DecisionboardSchemaView
 from api.otlp import OtlpTracesView

@@ -4,12 +4,12 @@
                                      [--database-url postgres://…/postgres]
 
 1. Creates a scratch database (`decisionboard_bench_alerts`, dropped first) and migrates it.
-2. Generates the demo records (records.demo) ending now, and spreads them over `--models`
+2. Generates the demo records (records.demo.generator) ending now, and spreads them over `--models`
    model names by post-processing the generated dicts: each run's models get one of a few dozen
    variant suffixes chosen from the run id (qwen3-8b -> qwen3-8b-v07), so the six demo models
-   become 200 and every run stays consistent with itself. Then ingests them (records.ingest:
+   become 200 and every run stays consistent with itself. Then ingests them (records.store.ingest:
    normalise, then COPY) in batches, and folds them into
-   rollups with the workers' catch-up pass (records.rollup.catch_up).
+   rollups with the workers' catch-up pass (records.catchup.passes.catch_up).
 3. Creates the rules: most watch one model, some group by model or agent, with windows of 5
    minutes to a day, on every metric family including the contract-broken streak.
 4. Times one tick (alerts.engine.evaluate_all) cold (every state created) and warm (a minute
@@ -101,9 +101,9 @@ class ModelSpreader:
 
 
 def load(project, records: int, models: int, end: datetime) -> ModelSpreader:
-    from records.demo import MODELS, generate_records
-    from records.ingest import ingest
-    from records.rollup import catch_up
+    from records.catchup import catch_up
+    from records.demo.generator import MODELS, generate_records
+    from records.store.ingest import ingest
 
     spreader = ModelSpreader(list(MODELS), models)
     t0 = time.perf_counter()
@@ -258,13 +258,13 @@ def main() -> None:
     from alerts.engine import evaluate_all
     from alerts.models import AlertEvent, AlertState, Channel, Notification, Rule
     from alerts.windows import window_grain, window_start
+    from records.contract.buckets import truncate
     from records.models import Grain, Project
-    from records.rollup import truncate
 
     try:
         call_command("migrate", verbosity=0)
         if reused:
-            from records.demo import MODELS
+            from records.demo.generator import MODELS
             from records.models import Rollup
 
             project = Project.objects.get(name="bench")

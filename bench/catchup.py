@@ -8,7 +8,7 @@ running, once in ts order into one project and once shuffled into another, on a 
 PostgreSQL database (autovacuum as the machine has it); each backlog is then caught up to the end
 by one process, in passes of `batch` records (default: the catch-up's own, DEFAULT_BATCH; a
 smaller one shows what a pass costs beyond its records, as under sustained ingest, where each
-pass folds what arrived since the last: records.rollup.PASS_SPACING_SECONDS). The COPY ceiling
+pass folds what arrived since the last: records.catchup.passes.PASS_SPACING_SECONDS). The COPY ceiling
 of the same rows is measured in the same run (bench.common).
 
 Prints, last: `in order N rec/s, shuffled M rec/s, shuffled/in-order R (goal >= 0.5),
@@ -34,7 +34,7 @@ SPREAD = timedelta(minutes=30)
 
 
 def backlog(records: int, verdict_share: float, now: datetime) -> list[dict]:
-    from records.demo import generate_records
+    from records.demo.generator import generate_records
 
     end = now.replace(microsecond=0)
     generated = list(
@@ -57,15 +57,15 @@ def backlog(records: int, verdict_share: float, now: datetime) -> list[dict]:
 
 
 def fold(name: str, normalised: list, now: datetime, batch: int | None = None) -> float:
-    from records import rollup
+    from records import catchup
     from records.models import Project
-    from records.store import store_records
+    from records.store.writer import store_records
 
     project = Project.objects.create(name=name)
     for i in range(0, len(normalised), 5000):
         store_records(project.pk, normalised[i : i + 5000], now)
     start = time.perf_counter()
-    folded = rollup.catch_up(max_seconds=3600, batch_size=batch)
+    folded = catchup.catch_up(max_seconds=3600, batch_size=batch)
     seconds = time.perf_counter() - start
     assert folded == len(normalised), (folded, len(normalised))
     print(f"{name}: {folded:,} records caught up in {seconds:.1f} s", flush=True)
@@ -82,7 +82,7 @@ def main() -> None:
     os.environ["DECISIONBOARD_VAR_DIR"] = "/tmp/decisionboard-bench-catchup"
     Path(os.environ["DECISIONBOARD_VAR_DIR"]).mkdir(exist_ok=True)
     setup_django("decisionboard_bench_catchup")
-    from records.normalise import normalise
+    from records.contract.normalise import normalise
 
     now = datetime.now(UTC)
     normalised = [normalise(r, now=now) for r in backlog(args.records, args.verdict_share, now)]

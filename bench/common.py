@@ -93,8 +93,8 @@ def gunicorn(workers: int = 2, log: Path | None = None, timeout: int = 300):
 
 def store_rows(project_id: int, received_at: datetime, normalised) -> list[tuple]:
     """The records table's columns for already-normalised records, for COPY (the columns the
-    store writes, records.store.COLUMNS, after project and arrival time)."""
-    from records.store import record_row
+    store writes, records.store.writer.COLUMNS, after project and arrival time)."""
+    from records.store.writer import record_row
 
     return [(project_id, received_at, *record_row(r, r.ts)) for r in normalised]
 
@@ -114,13 +114,13 @@ def copy_ceiling(rows: list[tuple], *, tries: int = 3) -> float:
 def _copy_rate(rows: list[tuple]) -> float:
     from django.db import connection
 
-    from records.store import COLUMNS, RECORD_TABLE
+    from records.store.writer import COLUMNS, RECORD_TABLE
 
     columns = ", ".join(("project_id", "received_at", *COLUMNS))
     with connection.cursor() as cursor:
         cursor.execute("DROP TABLE IF EXISTS bench_copy")
         cursor.execute(f"CREATE TABLE bench_copy (LIKE {RECORD_TABLE} INCLUDING ALL)")
-        # The records table is partitioned (records.partitions) and keeps (project, record_key)
+        # The records table is partitioned (records.store.partitions) and keeps (project, record_key)
         # unique in another table: the ceiling keeps paying for that uniqueness as before.
         cursor.execute(
             "CREATE UNIQUE INDEX IF NOT EXISTS bench_copy_key "

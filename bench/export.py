@@ -5,11 +5,11 @@
 
 1. Creates a scratch database (`decisionboard_bench_export`, dropped first and at the end),
    migrates it, makes a project and a read key.
-2. Loads the demo records (records.demo) fast: generated, normalised and stored with COPY by
-   records.store, `--batch` at a time.
+2. Loads the demo records (records.demo.generator) fast: generated, normalised and stored with COPY by
+   records.store.writer, `--batch` at a time.
 3. Starts the product under gunicorn (one sync worker) and downloads GET /api/v1/export as JSONL,
    CSV and Parquet, streamed, counting the rows; rate = rows / wall time of the download.
-4. COPYs the export's own query (records.export.export_values: the same columns, rows and
+4. COPYs the export's own query (records.formats.record_export.export_values: the same columns, rows and
    order) TO STDOUT: the ceiling of reading those rows out of PostgreSQL at all.
 5. Reads the peak resident memory (VmHWM) of the gunicorn worker that served the exports (all
    three formats: Parquet holds a row group at a time and weighs the most).
@@ -53,10 +53,10 @@ def _admin(admin_url: str, statement: str) -> None:
 
 def load(records: int, batch: int) -> int:
     """Generate, normalise and store `records` demo records; returns the project id."""
-    from records.demo import generate_records
+    from records.contract.normalise import NormalisedRecord, normalise
+    from records.demo.generator import generate_records
     from records.models import Project
-    from records.normalise import NormalisedRecord, normalise
-    from records.store import store_records
+    from records.store.writer import store_records
 
     project = Project.objects.create(name="bench")
     now = datetime.now(UTC).replace(microsecond=0)
@@ -129,7 +129,7 @@ def copy_ceiling(project_id: int) -> tuple[int, int, float]:
     """COPY the export's query TO STDOUT; returns (rows, bytes, seconds)."""
     from django.db import connection
 
-    from records.export import export_values
+    from records.formats.record_export import export_values
     from records.models import Record
 
     query = export_values(Record.objects.filter(project_id=project_id)).query

@@ -4,7 +4,7 @@
                                      [--clients 4] [--picks] [--pin-clients CPU]
 
 1. Recreates a scratch database (decisionboard_bench_ingest), migrates it, issues a key.
-2. Generates the demo records (records.demo), or with --picks the peers' workload (tool-choice
+2. Generates the demo records (records.demo.generator), or with --picks the peers' workload (tool-choice
    picks with 12 tools offered and ranked each), and serialises them into JSON batches up front.
 3. Starts the product under gunicorn and posts every batch from separate client processes over
    keep-alive connections: ingest rate = records / wall time of the posting. The clients run on
@@ -41,7 +41,6 @@ from bench.common import (  # noqa: E402
     setup_django,
     store_rows,
 )
-
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ingest.jsonl"
 PEER_TOOLS = 12
@@ -173,9 +172,9 @@ def main() -> None:
     setup_django("decisionboard_bench_ingest")
     import orjson
 
-    from records.demo import generate_records
+    from records.contract.normalise import normalise
+    from records.demo.generator import generate_records
     from records.models import ApiKey, Project, Record
-    from records.normalise import normalise
 
     project = Project.objects.create(name="bench")
     _, key = ApiKey.issue(project, ApiKey.Scope.INGEST)

@@ -5,7 +5,7 @@ same table once, in the same run.
 
 1. Recreates a scratch database (--database, decisionboard_bench_migrate) and migrates the
    records app to 0009_tool_decisions only: the plain records table as it was before retention.
-2. Loads --records demo records (records.demo) spread over the last --days days (older than the
+2. Loads --records demo records (records.demo.generator) spread over the last --days days (older than the
    30-day retention too, which the migration moves to the default partition) with COPY, one
    project, then VACUUM ANALYZE, as autovacuum would have left a table that old.
 3. The ceiling, on the same rows: `CREATE TABLE ... AS SELECT * FROM records_record` and the
@@ -67,13 +67,13 @@ def setup(name: str) -> None:
 
 def load(records: int, days: int) -> float:
     """COPY `records` demo records over the last `days` days into the plain records table (the
-    columns the store writes, records.store.COLUMNS); returns the seconds it took."""
+    columns the store writes, records.store.writer.COLUMNS); returns the seconds it took."""
     from django.db import connection
     from django.utils import timezone
 
-    from records.demo import generate_records
-    from records.normalise import normalise
-    from records.store import COLUMNS, RECORD_TABLE
+    from records.contract.normalise import normalise
+    from records.demo.generator import generate_records
+    from records.store.writer import COLUMNS, RECORD_TABLE
 
     now = timezone.now()
     started = time.perf_counter()
@@ -119,7 +119,7 @@ def ceiling() -> tuple[float, float]:
     the copy); the copy is dropped."""
     from django.db import connection
 
-    from records.store import RECORD_TABLE
+    from records.store.writer import RECORD_TABLE
 
     copy = "bench_ceiling"
     with connection.cursor() as cursor:

@@ -176,7 +176,7 @@ def main() -> None:
     from decisionboard_client import Decisionboard
 
     import api.otlp_grpc  # noqa: F401
-    from records.demo import generate_records
+    from records.demo.generator import generate_records
     from records.models import ApiKey, Project, Record
 
     keys = {}

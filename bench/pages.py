@@ -4,9 +4,9 @@
                                     [--reuse] [--keep]
 
 On a scratch PostgreSQL database (decisionboard_bench_pages, created and dropped here), seeds
-`records` demo records in `runs` runs the way `seed_demo` does (records.demo.generate_records →
-records.normalise.normalise → records.store.store_records in batches of 5,000), folds them into
-rollups with one catch-up pass (records.rollup.catch_up), runs VACUUM ANALYZE as autovacuum
+`records` demo records in `runs` runs the way `seed_demo` does (records.demo.generator.generate_records →
+records.contract.normalise.normalise → records.store.writer.store_records in batches of 5,000), folds them into
+rollups with one catch-up pass (records.catchup.passes.catch_up), runs VACUUM ANALYZE as autovacuum
 would after such a load, adds 1,000 alert rules with five group states and an event each, then
 requests each page `requests` times with Django's test Client in this process, logged in as a
 superuser, after freezing the objects it holds as a web worker does (ops.heap). Server time is
@@ -89,11 +89,11 @@ def seed(records: int, runs: int, analyze: bool = True) -> None:
     from django.conf import settings
     from django.utils import timezone
 
-    from records.demo import generate_records
+    from records.catchup import catch_up
+    from records.contract.normalise import Limits, NormalisedRecord, normalise
+    from records.demo.generator import generate_records
     from records.models import Project
-    from records.normalise import Limits, NormalisedRecord, normalise
-    from records.rollup import catch_up
-    from records.store import store_records
+    from records.store.writer import store_records
 
     project, _ = Project.objects.get_or_create(name="bench")
     now = timezone.now()

@@ -4,16 +4,16 @@
     .venv/bin/python bench/retention.py --records 10000000 [--days 20] [--timeout 60]
 
 1. Recreates a scratch database (--database, decisionboard_bench_retention), migrates it.
-2. Stores --per-day demo records (records.demo) through the ingest store into the oldest day
+2. Stores --per-day demo records (records.demo.generator) through the ingest store into the oldest day
    past retention, then copies them in SQL (new ids, keys and runs of the same shape) into the
    --days - 1 days after it, the last of which is still kept; records the size on disk. Then
    ANALYZEs the records and their keys, as the catch-up's own ANALYZE does in production
-   (records.rollup.analyze_if_grown), and adds --extra-keys keys to the project, as if more of
+   (records.catchup.housekeeping.analyze_if_grown), and adds --extra-keys keys to the project, as if more of
    its days were kept: the expiry's cost must not grow with them.
-3. Expires the oldest day as records.retention.expire does: DETACH (the moment readers and
-   ingest stop seeing it), then the keys' cleanup (by their day, records.partitions.KEY_DELETE)
+3. Expires the oldest day as records.store.retention.expire does: DETACH (the moment readers and
+   ingest stop seeing it), then the keys' cleanup (by their day, records.store.partitions.KEY_DELETE)
    and the DROP. The VACUUM of the keys is timed after it, apart: it is follow-up maintenance,
-   not part of the expiry (records.retention.vacuum_keys runs it once the dead keys reach a
+   not part of the expiry (records.store.retention.vacuum_keys runs it once the dead keys reach a
    fifth of the live ones).
 4. For comparison, the next day's keys deleted as before the keys had a day (BEFORE_KEY_DELETE:
    the detached table joined to the keys, a primary-key lookup per key), rolled back.
@@ -24,7 +24,7 @@ Prints the database size per million records and `expire N s (detach D s), delet
 as its last line (goal: expire < 1 s at 300,000 records a day).
 
 With --records N it measures a project's own retention instead (a project whose retention is
-shorter than the others', its older records deleted in batches: records.retention.
+shorter than the others', its older records deleted in batches: records.store.retention.
 delete_project_records), in two shapes, the expiring project 10 % and 70 % of N records spread
 over --days day partitions beside three other projects, half of its days past its retention.
 The other projects are loaded first and ANALYZEd, then the expiring project's records: the
@@ -58,7 +58,7 @@ def size_per_million() -> dict[str, float]:
     included) and their keys (records_recordkey)."""
     from django.db import connection
 
-    from records import partitions
+    from records.store import partitions
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -81,13 +81,13 @@ def size_per_million() -> dict[str, float]:
 
 
 def expire_oldest_day() -> dict[str, float]:
-    """Expire the oldest day partition that holds records as records.retention does, timed
+    """Expire the oldest day partition that holds records as records.store.retention does, timed
     step by step: the DETACH, the keys' cleanup and the DROP, the VACUUM of the keys
     (autovacuum may be off). Records loaded without their keys (a COPY straight into the
     table) make the cleanup look cheaper than ingest's records would: see `keys`."""
     from django.db import connection
 
-    from records import partitions
+    from records.store import partitions
 
     with connection.cursor() as cursor:
         for day in sorted(partitions.existing_days()):
@@ -117,7 +117,7 @@ def expire_oldest_day() -> dict[str, float]:
     with connection.execute_wrapper(time_the_delete):
         keys = partitions.drop_expired(table)
     dropped = time.perf_counter()
-    # Follow-up maintenance, not part of the expiry (see records.retention.vacuum_keys), timed
+    # Follow-up maintenance, not part of the expiry (see records.store.retention.vacuum_keys), timed
     # apart: it reads the whole keys table, so it grows with every key kept.
     with connection.cursor() as cursor:
         cursor.execute(f"VACUUM (ANALYZE) {partitions.KEYS}")
@@ -134,7 +134,7 @@ def expire_oldest_day() -> dict[str, float]:
     }
 
 
-# How the keys of a detached day were deleted before they had a day (records.partitions until
+# How the keys of a detached day were deleted before they had a day (records.store.partitions until
 # migration 0015): the detached table joined to the keys in batches of ids, one primary-key
 # lookup per key, forced to nested loops (a hash join read the whole keys table in each batch).
 BEFORE_KEY_DELETE_PLAN = (
@@ -152,7 +152,7 @@ def keys_delete_before(day) -> tuple[float, int]:
     how many; rolled back."""
     from django.db import connection, transaction
 
-    from records import partitions
+    from records.store import partitions
 
     name = partitions.day_name(day)
     deleted = 0
@@ -171,11 +171,11 @@ def keys_delete_before(day) -> tuple[float, int]:
 
 
 def keys_delete_plan(day) -> list[str]:
-    """The plan of records.partitions.KEY_DELETE for `day`, as drop_expired runs it: once the
+    """The plan of records.store.partitions.KEY_DELETE for `day`, as drop_expired runs it: once the
     day is detached (rolled back)."""
     from django.db import connection, transaction
 
-    from records import partitions
+    from records.store import partitions
 
     start, end = partitions.day_bounds(day)
     name = partitions.day_name(day)
@@ -193,7 +193,7 @@ def add_keys(project_id: int, count: int, days: list) -> None:
     records behind them: the expiry never reads them, it must only not be slowed down by them)."""
     from django.db import connection
 
-    from records import partitions
+    from records.store import partitions
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -210,11 +210,11 @@ def load(per_day: int, days: int, first_day) -> int:
     to the `days - 1` days after it; returns the project id."""
     from django.db import connection
 
-    from records import partitions
-    from records.demo import generate_records
+    from records.contract.normalise import normalise
+    from records.demo.generator import generate_records
     from records.models import Project
-    from records.normalise import normalise
-    from records.store import COLUMNS, store_records
+    from records.store import partitions
+    from records.store.writer import COLUMNS, store_records
 
     project = Project.objects.create(name="bench")
     start, end = partitions.day_bounds(first_day)
@@ -262,7 +262,7 @@ def load(per_day: int, days: int, first_day) -> int:
 
 
 # --- a project's own retention (--records) --------------------------------------------------
-# The per-project batched delete as it was before records.retention.delete_project_records:
+# The per-project batched delete as it was before records.store.retention.delete_project_records:
 # from the partitioned parent, by id, the plan left to the statistics.
 BEFORE_PROJECT_BATCH = 50_000
 BEFORE_PROJECT_WHERE = "project_id = %(project)s AND ts < %(before)s AND id <= %(folded)s"
@@ -279,7 +279,7 @@ def load_project_records(project_id: int, days: list, count: int, tag: str) -> f
     SQL (one statement a day, so each goes to one partition); returns the seconds taken."""
     from django.db import connection
 
-    from records import partitions
+    from records.store import partitions
 
     started = time.perf_counter()
     per_day = count // len(days)
@@ -306,7 +306,7 @@ def forget_statistics() -> None:
     """Leave the records and their keys as if never analysed (nor vacuumed)."""
     from django.db import connection
 
-    from records import partitions
+    from records.store import partitions
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -377,7 +377,7 @@ def measure_state(project_id: int, before, first_table: str, timeout_s: int) -> 
     statistics stand."""
     from django.db import connection
 
-    from records import retention
+    from records.store import retention
 
     folded = 2**62
     old = {"project": project_id, "before": before, "folded": folded}
@@ -496,8 +496,8 @@ def project_expiry(args) -> None:
         setup_django(args.database)
         from django.db import connection
 
-        from records import partitions
         from records.models import Project
+        from records.store import partitions
 
         today = partitions.day_of(datetime.now(UTC))
         days = partitions.days_between(today - timedelta(days=args.days), today - timedelta(days=1))
@@ -586,7 +586,7 @@ def main() -> None:
     from django.conf import settings
     from django.db import connection
 
-    from records import partitions, retention
+    from records.store import partitions, retention
 
     today = partitions.day_of(datetime.now(UTC))
     first_day = today - timedelta(days=settings.DECISIONBOARD["RETENTION_DAYS"] + args.days - 1)
@@ -599,7 +599,7 @@ def main() -> None:
     project_id = load(args.per_day, args.days, first_day)
     with connection.cursor() as cursor:
         # Bulk-loaded and never analysed, as after a burst with autovacuum off: the plan the
-        # catch-up gets for its id range (records.rollup._fetch) must still use the index.
+        # catch-up gets for its id range (records.catchup.reads.fetch_records) must still use the index.
         cursor.execute(
             f"EXPLAIN SELECT id FROM {partitions.PARENT} WHERE id > 1000 AND id <= 21000"
         )

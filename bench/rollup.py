@@ -1,6 +1,6 @@
 """How fresh the metrics stay under load, and how fast the worker catches up on a backlog.
 
-    .venv/bin/python bench/rollup.py [--rate 5000] [--seconds 60] [--backlog 500000]
+    .venv/bin/python bench/passes.py [--rate 5000] [--seconds 60] [--backlog 500000]
 
 Part 1, lag: gunicorn and the product's Celery workers with beat (workers.processes.
 worker_commands) on Redis (REDIS_URL, default the local one), on a scratch PostgreSQL database.
@@ -68,7 +68,7 @@ def poll_totals(port: int, key: str, until: float, out) -> None:
 def measure_lag(args, project, ingest_key: str, read_key: str) -> list[float]:
     import orjson
 
-    from records.demo import generate_records
+    from records.demo.generator import generate_records
 
     total = args.rate * args.seconds
     # A live stream: timestamps over the next `seconds`, posted in ts order as they happen.
@@ -136,13 +136,13 @@ def measure_lag(args, project, ingest_key: str, read_key: str) -> list[float]:
 
 
 def measure_catch_up(args, project) -> tuple[float, float]:
-    from records import rollup
-    from records.demo import generate_records
+    from records import catchup
+    from records.contract.normalise import normalise
+    from records.demo.generator import generate_records
     from records.models import Record, Watermark
-    from records.normalise import normalise
-    from records.store import store_records
+    from records.store.writer import store_records
 
-    rollup.catch_up()  # fold in part 1's records first
+    catchup.catch_up()  # fold in part 1's records first
     # The backlog of a worker that was down for an hour: records of the past hour, stored in
     # the order they arrived (ts order).
     now = datetime.now(UTC)
@@ -157,10 +157,10 @@ def measure_catch_up(args, project) -> tuple[float, float]:
     for i in range(0, len(normalised), 5000):
         store_records(project.pk, normalised[i : i + 5000], now)
     pending = Record.objects.filter(
-        id__gt=Watermark.objects.get(name=rollup.WATERMARK).last_id
+        id__gt=Watermark.objects.get(name=catchup.WATERMARK).last_id
     ).count()
     start = time.perf_counter()
-    folded = rollup.catch_up(max_seconds=3600)
+    folded = catchup.catch_up(max_seconds=3600)
     seconds = time.perf_counter() - start
     assert folded == pending == args.backlog, (folded, pending)
     catch_up_rate = folded / seconds

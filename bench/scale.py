@@ -14,13 +14,13 @@ On a scratch database (decisionboard_bench_scale, dropped at the end unless --ke
    the runs list, a run, the classifiers page and the metrics API, each as a ratio to the goal
    (150 ms): under 1 meets it.
 3. The database's size per million records (and the records table's alone).
-4. The time to expire the oldest day as records.retention does (bench/retention.py): DETACH,
+4. The time to expire the oldest day as records.store.retention does (bench/retention.py): DETACH,
    the day's keys deleted, DROP (goal < 1 s); the VACUUM of the keys after, timed apart.
 5. Catch-up lanes: `lane-records` more records, spread evenly over `lane-projects` projects,
    COPYed on top (not analysed: the statistics lag a burst), are folded by 1, 2 and 4 lanes, each
-   lane a process of its own running `records.rollup.catch_up(lane=k)` as a Celery worker would,
+   lane a process of its own running `records.catchup.passes.catch_up(lane=k)` as a Celery worker would,
    all started at one instant; the rollups are reset between counts. First, the lane's read of
-   its records, `id` range then `project_id % n` filter (what records.rollup._fetch does), is
+   its records, `id` range then `project_id % n` filter (what records.catchup.reads.fetch_records does), is
    timed against an index on (project_id, id) built for the comparison.
    Prints each count's records/s, its ratio to one lane (goal: >= 1.6 with 2 lanes where cores
    allow) and the machine's cores, and per lane the rate of each process.
@@ -73,16 +73,16 @@ def load(projects: list, records: int, runs: int, seed: int) -> tuple[int, int, 
     from django.db import connection
     from django.utils import timezone
 
-    from records import partitions
-    from records.demo import generate_records
-    from records.normalise import normalise
-    from records.store import COLUMNS, RECORD_TABLE, RUN_TABLE
+    from records.contract.normalise import normalise
+    from records.demo.generator import generate_records
+    from records.store import partitions
+    from records.store.writer import COLUMNS, RECORD_TABLE, RUN_TABLE
 
     now = timezone.now()
     end = now.replace(microsecond=0)
     columns = ", ".join(("project_id", "received_at", *COLUMNS))
     started = time.perf_counter()
-    # The day partitions ingest would have made (records.partitions), so each day is its own.
+    # The day partitions ingest would have made (records.store.partitions), so each day is its own.
     partitions.ensure_days(partitions.days_between(partitions.day_of(end - SPAN),
                                                    partitions.day_of(end)))  # fmt: skip
     with connection.cursor() as cursor:
@@ -113,7 +113,7 @@ def load(projects: list, records: int, runs: int, seed: int) -> tuple[int, int, 
                 print(f"  loaded {count:,} records", flush=True)
     flush()
     with connection.cursor() as cursor:
-        # The runs ingest would have created on first sight (records.store); the catch-up
+        # The runs ingest would have created on first sight (records.store.writer); the catch-up
         # counts their records and widens them.
         cursor.execute(
             f"INSERT INTO {RUN_TABLE} (project_id, run_id, parent_run_id, agent, session_id, "
@@ -127,7 +127,7 @@ def load(projects: list, records: int, runs: int, seed: int) -> tuple[int, int, 
         )
         cursor.execute(f"SELECT min(id), max(id) FROM {RECORD_TABLE} WHERE id > %s", [before])
         first, last = cursor.fetchone()
-        # And the keys ingest keeps beside them (records.store), which expiry cleans up too.
+        # And the keys ingest keeps beside them (records.store.writer), which expiry cleans up too.
         cursor.execute(
             f"INSERT INTO {partitions.KEYS} (project_id, record_key, day) SELECT project_id, "
             f"record_key, (ts AT TIME ZONE 'UTC')::date FROM {RECORD_TABLE} "
@@ -139,12 +139,12 @@ def load(projects: list, records: int, runs: int, seed: int) -> tuple[int, int, 
 
 def _set_lanes(lanes: int, last_id: int) -> None:
     """Every lane of `lanes` at `last_id` (what a switch leaves; not timed here)."""
-    from records import rollup
+    from records import catchup
     from records.models import Watermark
 
-    rollup.lane_watermarks().delete()
+    catchup.lane_watermarks().delete()
     Watermark.objects.bulk_create(
-        Watermark(name=rollup.lane_name(lane, lanes), last_id=last_id) for lane in range(lanes)
+        Watermark(name=catchup.lane_name(lane, lanes), last_id=last_id) for lane in range(lanes)
     )
 
 
@@ -211,7 +211,7 @@ def database_size(records: int) -> None:
 
 
 def expire_one_day() -> dict:
-    """Expire the oldest day of records as records.retention does (bench/retention.py: DETACH,
+    """Expire the oldest day of records as records.store.retention does (bench/retention.py: DETACH,
     the keys' cleanup, DROP), goal < 1 s; timed step by step."""
     from bench.retention import expire_oldest_day
 
@@ -224,7 +224,7 @@ def expire_one_day() -> dict:
 def fetch_plans(
     first: int, last: int, lanes: int = 4, batch: int = 20_000, repeat: int = 5
 ) -> None:
-    """The lane's read, as records.rollup._fetch does it (id range, then project_id % lanes),
+    """The lane's read, as records.catchup.reads.fetch_records does it (id range, then project_id % lanes),
     against an index on (project_id, id) with the lane's projects listed, on records the
     planner has no statistics of."""
     from django.db import connection
@@ -310,12 +310,12 @@ def lane_child(lane: int, lanes: int, start: float) -> None:
     django.setup()
     from django.db import connection
 
-    from records import rollup
+    from records import catchup
 
     connection.ensure_connection()
     time.sleep(max(0.0, start - time.time()))
     cpu = time.process_time()
-    folded = rollup.catch_up(lane=lane, lanes=lanes, max_seconds=3600)
+    folded = catchup.catch_up(lane=lane, lanes=lanes, max_seconds=3600)
     # The worker's own CPU time: the rest of the wall time it waited on PostgreSQL (or a core).
     cpu = time.process_time() - cpu
     print(json.dumps({"folded": folded, "end": time.time(), "cpu": cpu}), flush=True)
@@ -353,7 +353,7 @@ def run(args) -> None:
     setup_django(NAME)
     from django.db import connection
 
-    from records import rollup
+    from records import catchup
     from records.models import Project
 
     cores = os.cpu_count()
@@ -368,7 +368,7 @@ def run(args) -> None:
               flush=True)  # fmt: skip
         _set_lanes(1, first - 1)
         started = time.perf_counter()
-        folded = rollup.catch_up(lanes=1, max_seconds=24 * 3600)
+        folded = catchup.catch_up(lanes=1, max_seconds=24 * 3600)
         seconds = time.perf_counter() - started
         print(f"one lane folded {folded:,} records in {seconds:.0f} s: {folded / seconds:,.0f} "
               "records/s", flush=True)  # fmt: skip

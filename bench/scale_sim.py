@@ -13,7 +13,7 @@ No database: a model fed with figures measured here (docs/scaling.md says where 
 - Records arrive at `rate` records/s (+-20 % over the period, a 60 s burst at 1.5x, 5 % noise per
   second), from `projects` projects whose sizes follow a Zipf law (exponent `skew`): a few large
   tenants, many small ones. Projects are spread over shards by hash (Citus, distributed by
-  project_id), and within a shard over its lanes by id (records.rollup.lane_of).
+  project_id), and within a shard over its lanes by id (records.catchup.lanes.lane_of).
 - Each second, every database node spends its cores on ingest first, the rest on its lanes'
   passes (shared in proportion when short); a lane folds what it can of its backlog. A record's
   lag is the backlog ahead of it over the lane's rate, plus the nudge's 1 s debounce

@@ -12,7 +12,7 @@ Redis (REDIS_URL, default the local one), the product runs as shipped: gunicorn 
 gunicorn.conf.py and the Celery workers with beat (workers.processes.worker_commands).
 
 1. Load, `minutes` long: `clients` processes post batches of 500 on a fixed schedule, together
-   `rate` records/s. Each batch is whole runs of every kind (records.demo, run after run) with
+   `rate` records/s. Each batch is whole runs of every kind (records.demo.generator, run after run) with
    timestamps spread over the 30 minutes before it is sent: agents flush a run when it ends, so
    records arrive up to half an hour late, a third of them verdicts or picks of past minutes.
    Record and run ids count up per client, as the decisionboard client's do; `--random-ids`
@@ -98,7 +98,7 @@ def _batches(client: int, seed_base: int):
     """Endless batches of whole runs with timestamps over the last 30 minutes, made as sent."""
     import orjson
 
-    from records.demo import generate_records
+    from records.demo.generator import generate_records
 
     chunk = 0
     while True:
@@ -423,7 +423,7 @@ def wal_totals() -> tuple[int, int, int]:
 def table_churn() -> list[tuple]:
     """(table, live rows, dead row versions, VACUUMs, size in MB, updates, HOT updates) of the
     tables the catch-up updates in place, at the end of the load: what its VACUUMs
-    (records.rollup.vacuum_if_churned) left behind, and how many updates wrote no index entry."""
+    (records.catchup.housekeeping.vacuum_if_churned) left behind, and how many updates wrote no index entry."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -438,7 +438,7 @@ def table_churn() -> list[tuple]:
 
 
 def _rolled_up(project) -> bool:
-    from records.freshness import freshness
+    from records.metrics.freshness import freshness
 
     return freshness()["pending_records"] == 0
 
@@ -460,13 +460,13 @@ def ceiling_rate(
 
 
 def shuffled_backlog(args, project) -> tuple[float, float, float, float]:
-    from records import rollup
-    from records.demo import generate_records
+    from records import catchup
+    from records.contract.normalise import normalise
+    from records.demo.generator import generate_records
     from records.models import Watermark
-    from records.normalise import normalise
-    from records.store import store_records
+    from records.store.writer import store_records
 
-    rollup.catch_up(max_seconds=3600)
+    catchup.catch_up(max_seconds=3600)
     now = datetime.now(UTC)
     end = now.replace(microsecond=0)
     runs = max(1, args.backlog // 100)
@@ -476,12 +476,12 @@ def shuffled_backlog(args, project) -> tuple[float, float, float, float]:
     for i in range(0, len(normalised), 5000):
         store_records(project.pk, normalised[i : i + 5000], now)
     start = time.perf_counter()
-    folded = rollup.catch_up(max_seconds=3600)
+    folded = catchup.catch_up(max_seconds=3600)
     seconds = time.perf_counter() - start
     # The recompute of the late minutes' streaks that ended the catch-up: its duration in ms
-    # is what the lane's `streaks:` row keeps (rollup.fold_dirty_streaks).
-    lanes = rollup.configured_lanes()
-    streaks_ms = Watermark.objects.get(name=rollup.streaks_folded_name(0, lanes)).last_id
+    # is what the lane's `streaks:` row keeps (catchup.fold_dirty_streaks).
+    lanes = catchup.configured_lanes()
+    streaks_ms = Watermark.objects.get(name=catchup.streaks_folded_name(0, lanes)).last_id
     copy = copy_ceiling(store_rows(project.pk, now, normalised))
     return folded / seconds, copy, seconds, streaks_ms / 1000
 

@@ -5,7 +5,7 @@
 `records` records of the last 30 minutes (bench/catchup.py's mix, verdicts topped up to
 `verdict-share`), shuffled, are stored and caught up on a scratch PostgreSQL database, which is
 then vacuumed and analysed. Then, `repeat` times: every minute's streak segment is marked dirty
-(as half an hour of late verdicts leaves them in bench/soak.py) and `rollup.fold_dirty_streaks`
+(as half an hour of late verdicts leaves them in bench/soak.py) and `catchup.fold_dirty_streaks`
 recomputes them, timed; and the ceiling, measured in the same run: the same verdicts read by
 the recompute's own query (`_verdicts_query`) in (ts, key) order into a discarding COPY, which
 is what any recompute has to read.
@@ -43,10 +43,11 @@ def main() -> None:
     from django.db import connection, transaction
 
     from bench.catchup import backlog
-    from records import rollup
+    from records import catchup
+    from records.catchup import streak_fold
+    from records.contract.normalise import normalise
     from records.models import Grain, Project, StreakSegment
-    from records.normalise import normalise
-    from records.store import store_records
+    from records.store.writer import store_records
 
     now = datetime.now(UTC)
     normalised = [normalise(r, now=now) for r in backlog(args.records, args.verdict_share, now)]
@@ -55,22 +56,22 @@ def main() -> None:
     for i in range(0, len(normalised), 5000):
         store_records(project.pk, normalised[i : i + 5000], now)
     del normalised
-    rollup.catch_up(max_seconds=3600)
+    catchup.catch_up(max_seconds=3600)
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
 
     minutes = StreakSegment.objects.filter(project=project, grain=Grain.MINUTE)
     keys = list(minutes.values_list("project_id", "model", "bucket"))
-    spans = rollup._spans(sorted({bucket for _, _, bucket in keys}))
+    spans = streak_fold._spans(sorted({bucket for _, _, bucket in keys}))
     models = {model for _, model, _ in keys}
     recompute, read, verdicts = [], [], 0
     for _ in range(args.repeat):
         minutes.update(dirty=True)
         start = time.perf_counter()
-        assert rollup.fold_dirty_streaks() == len(keys)
+        assert catchup.fold_dirty_streaks() == len(keys)
         recompute.append(time.perf_counter() - start)
 
-        sql, params = rollup._verdicts_query(project.pk, models, spans, rollup.folded_upto())
+        sql, params = streak_fold._verdicts_query(project.pk, models, spans, catchup.folded_upto())
         with transaction.atomic(), connection.cursor() as cursor:
             start = time.perf_counter()
             with cursor.cursor.copy(

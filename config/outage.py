@@ -7,7 +7,7 @@ those raised by views; `server_error` (handler500) answers those raised anywhere
 falls back to Django's 500 page for everything that is not an outage. The DRF exception
 handler, if one is installed, can call `outage_response` for the same answer.
 
-Nothing of an ingest batch is stored when its transaction does not commit (records.store), so
+Nothing of an ingest batch is stored when its transaction does not commit (records.store.writer), so
 a client that gets this 503 resends the batch; record ids make the resend safe. Once the
 database is back, the next request's health check (CONN_HEALTH_CHECKS) replaces a connection
 broken by the outage, so the service recovers on its own.
@@ -28,7 +28,7 @@ from django.views import defaults
 log = logging.getLogger(__name__)
 
 # Django wraps the driver's errors in its own; COPY runs on psycopg's cursor directly
-# (records.store), so psycopg's own can arrive unwrapped.
+# (records.store.writer), so psycopg's own can arrive unwrapped.
 DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (
     OperationalError,
     InterfaceError,

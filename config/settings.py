@@ -67,7 +67,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # A NUL in the path or the query string is a 400 before any view sees it.
     "config.middleware.RejectHostileURLMiddleware",
-    "dashboard.csp.ContentSecurityPolicyMiddleware",
+    "dashboard.http.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -112,7 +112,7 @@ SQLITE_OPTIONS = {
 POSTGRES_CONNECT_TIMEOUT = 5
 # And no JIT compilation. PostgreSQL compiles a query whose estimated cost passes
 # jit_above_cost (100,000), and on tables that were never analysed every estimate is a guess:
-# the streak recompute (records.rollup._SEGMENTS_SQL, its probes an Append over every day
+# the streak recompute (records.catchup.streak_fold._SEGMENTS_SQL, its probes an Append over every day
 # partition) spent about half its time compiling, and a shuffled backlog caught up faster
 # without JIT than with it (docs/decisions/0003-jit-off.md; bench/catchup.py and
 # bench/streaks.py measure both). Set through the connection's startup options, so that it holds
@@ -199,13 +199,13 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
     # plotly.js as the plotly package ships it, served as static/vendor/plotly.min.js.
-    "dashboard.finders.PackageAssetFinder",
+    "dashboard.http.finders.PackageAssetFinder",
 ]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Hashed names (a changed file gets a new URL, so WhiteNoise serves them with a year's
     # max-age) and gzip copies, once `manage.py collectstatic` (bin/start runs it) wrote them.
-    "staticfiles": {"BACKEND": "dashboard.staticfiles.StaticStorage"},
+    "staticfiles": {"BACKEND": "dashboard.http.staticfiles.StaticStorage"},
 }
 WHITENOISE_USE_FINDERS = True
 
@@ -283,12 +283,12 @@ DECISIONBOARD = {
     "INGEST_RATE_LIMIT": env_rate("DECISIONBOARD_INGEST_RATE_LIMIT", "1000/s"),
     "MAX_DATA_BYTES": env_size("DECISIONBOARD_MAX_DATA_BYTES", "256KB"),
     "MAX_FUTURE_SECONDS": env_int("DECISIONBOARD_MAX_FUTURE_SECONDS", 300, minimum=0),
-    # The catch-up's lanes (records.rollup): projects split by id into this many, each folded by
+    # The catch-up's lanes (records.catchup.passes): projects split by id into this many, each folded by
     # its own task and watermark, so that as many worker processes fold records in parallel.
     # Default 1: SQLite (the embedded default) runs one writer at a time, and `manage.py serve`'s
     # default worker has two slots that heartbeats and the alert tick share; set it to the
     # worker processes you give the catch-up on PostgreSQL (docs/scaling.md). Changing it on a
-    # running installation is safe (records.rollup._switch_lanes).
+    # running installation is safe (records.catchup.passes._switch_lanes).
     "CATCHUP_LANES": env_int("DECISIONBOARD_CATCHUP_LANES", 1, minimum=1),
     # After each ingest commit, enqueue a (debounced) catch-up so rollups follow within seconds.
     "NUDGE_WORKERS": env_bool("DECISIONBOARD_NUDGE_WORKERS", True),
@@ -299,7 +299,7 @@ DECISIONBOARD = {
     "ALERTS_ALLOW_PRIVATE_WEBHOOKS": env_bool("DECISIONBOARD_ALERTS_ALLOW_PRIVATE_WEBHOOKS", False),
     # Days of raw records kept (a project's own retention_days overrides it); older ones are
     # expired by the hour: whole daily partitions dropped on PostgreSQL, batched deletes on
-    # SQLite (records.retention, docs/operations.md). Rollups, runs and streaks are kept for
+    # SQLite (records.store.retention, docs/operations.md). Rollups, runs and streaks are kept for
     # ROLLUP_RETENTION_DAYS, which must be at least as long.
     "RETENTION_DAYS": env_int("DECISIONBOARD_RETENTION_DAYS", 30, minimum=1),
     "ROLLUP_RETENTION_DAYS": env_int("DECISIONBOARD_ROLLUP_RETENTION_DAYS", 400, minimum=1),
@@ -360,8 +360,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # task, not the task's peak). The bound sits above what a pool process holds once its passes
 # are large (a catch-up behind): lower, the workers replace a process every minute or so for
 # no flatter a worker (bench/soak.py prints the workers' memory). The work is bounded: a
-# catch-up pass folds at most 200,000 records on PostgreSQL (records.rollup), an export streams
-# 2,000 rows at a time (records.export), and each pool process takes one message at a time so
+# catch-up pass folds at most 200,000 records on PostgreSQL (records.catchup.passes), an export streams
+# 2,000 rows at a time (records.formats.record_export), and each pool process takes one message at a time so
 # that a long export holds no others back.
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = (
     env_int("DECISIONBOARD_WORKER_MAX_MEMORY_MB", 256, minimum=32) * 1024  # in KiB

@@ -9,4 +9,4 @@ class DashboardConfig(AppConfig):
 
     def ready(self) -> None:
         # Connects the login signal that caches the operator's projects for the header.
-        from dashboard import access  # noqa: F401
+        from dashboard.web import access  # noqa: F401

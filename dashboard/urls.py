@@ -2,13 +2,15 @@ from __future__ import annotations
 
 from django.urls import path, register_converter
 
-from dashboard import (
-    alerts,
+from dashboard.http import staticfiles
+from dashboard.run_paths import RunIdConverter
+from dashboard.views import (
+    alert_pages,
+    api_keys,
     classifiers,
     compare,
-    exports,
+    export_pages,
     fallbacks,
-    keys,
     models_page,
     overview,
     pick,
@@ -16,11 +18,9 @@ from dashboard import (
     run_detail,
     runs,
     sessions,
-    staticfiles,
-    streaks,
-    tools,
+    streaks_page,
+    tool_pages,
 )
-from dashboard.run_paths import RunIdConverter
 
 register_converter(RunIdConverter, "run_id")
 
@@ -41,33 +41,33 @@ urlpatterns = [
     path("sessions/", sessions.sessions_list, name="dash-sessions"),
     path("sessions/<path:session_id>/", sessions.session_detail, name="dash-session"),
     path("classifiers/", classifiers.classifiers_page, name="dash-classifiers"),
-    path("streaks/", streaks.streaks_page, name="dash-streaks"),
-    # Tools (dashboard.tools): a tool name is any string up to 200 characters, slashes too.
-    path("tools/", tools.tools_list, name="dash-tools"),
-    path("tools/<path:name>/", tools.tool_detail, name="dash-tool"),
-    path("selection/", tools.selection, name="dash-selection"),
-    path("narrowing/", tools.narrowing, name="dash-narrowing"),
+    path("streaks/", streaks_page.streaks_page, name="dash-streaks"),
+    # Tools (dashboard.views.tool_pages): a tool name is any string up to 200 characters, slashes too.
+    path("tools/", tool_pages.tools_list, name="dash-tools"),
+    path("tools/<path:name>/", tool_pages.tool_detail, name="dash-tool"),
+    path("selection/", tool_pages.selection, name="dash-selection"),
+    path("narrowing/", tool_pages.narrowing, name="dash-narrowing"),
     path("projects/switch/", projects.switch_project, name="dash-switch-project"),
-    path("exports/", exports.exports_page, name="dash-exports"),
-    path("keys/", keys.keys_page, name="dash-keys"),
-    path("keys/<int:key_id>/revoke/", keys.key_revoke, name="dash-key-revoke"),
-    path("alerts/", alerts.alerts_list, name="dash-alerts"),
-    path("alerts/new/", alerts.rule_edit, name="dash-alert-new"),
-    path("alerts/events/", alerts.alert_events, name="dash-alert-events"),
-    path("alerts/<int:rule_id>/", alerts.rule_edit, name="dash-alert-edit"),
-    path("alerts/<int:rule_id>/pause/", alerts.rule_pause, name="dash-alert-pause"),
-    path("alerts/<int:rule_id>/silence/", alerts.rule_silence, name="dash-alert-silence"),
-    path("alerts/<int:rule_id>/delete/", alerts.rule_delete, name="dash-alert-delete"),
-    path("alerts/channels/new/", alerts.channel_edit, name="dash-alert-channel-new"),
-    path("alerts/channels/<int:channel_id>/", alerts.channel_edit, name="dash-alert-channel-edit"),
+    path("exports/", export_pages.exports_page, name="dash-exports"),
+    path("keys/", api_keys.keys_page, name="dash-keys"),
+    path("keys/<int:key_id>/revoke/", api_keys.key_revoke, name="dash-key-revoke"),
+    path("alerts/", alert_pages.alerts_list, name="dash-alerts"),
+    path("alerts/new/", alert_pages.rule_edit, name="dash-alert-new"),
+    path("alerts/events/", alert_pages.alert_events, name="dash-alert-events"),
+    path("alerts/<int:rule_id>/", alert_pages.rule_edit, name="dash-alert-edit"),
+    path("alerts/<int:rule_id>/pause/", alert_pages.rule_pause, name="dash-alert-pause"),
+    path("alerts/<int:rule_id>/silence/", alert_pages.rule_silence, name="dash-alert-silence"),
+    path("alerts/<int:rule_id>/delete/", alert_pages.rule_delete, name="dash-alert-delete"),
+    path("alerts/channels/new/", alert_pages.channel_edit, name="dash-alert-channel-new"),
+    path("alerts/channels/<int:channel_id>/", alert_pages.channel_edit, name="dash-alert-channel-edit"),
     path(
         "alerts/channels/<int:channel_id>/test/",
-        alerts.channel_test,
+        alert_pages.channel_test,
         name="dash-alert-channel-test",
     ),
     path(
         "alerts/channels/<int:channel_id>/enable/",
-        alerts.channel_enable,
+        alert_pages.channel_enable,
         name="dash-alert-channel-enable",
     ),
 ]

@@ -461,8 +461,8 @@ def default_queue_slots(timeout: float = INSPECT_TIMEOUT) -> dict[str, int] | No
 def retention(now: datetime) -> list[Finding]:
     """The records' daily partitions (PostgreSQL): tomorrow's exists and none past retention is
     still attached, which both say that the hourly expire-records task runs."""
-    from records import partitions
-    from records import retention as policy
+    from records.store import partitions
+    from records.store import retention as policy
 
     fix = "run: python manage.py expire_records (beat runs it hourly; is beat running?)"
     if connection.vendor != "postgresql":

@@ -21,7 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from alerts.models import DeliveryAttempt, Notification
 from config.outage import DATABASE_UNAVAILABLE
 from ops import broker
-from records.freshness import freshness
+from records.metrics.freshness import freshness
 from workers.heartbeat import queue_status
 from workers.models import ExportJob
 
@@ -58,7 +58,7 @@ def catch_up() -> Iterator:
         "Seconds since the last catch-up pass of the stalest lane (+Inf: never).",
         (now - last).total_seconds() if last else math.inf,
     )
-    # Each lane's (records.rollup): the figures above are the worst lane's.
+    # Each lane's (records.catchup.passes): the figures above are the worst lane's.
     lane_lag = GaugeMetricFamily(
         "decisionboard_catchup_lane_lag_seconds",
         "How long the oldest record of the lane's projects not yet folded in has waited.",

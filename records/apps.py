@@ -9,6 +9,6 @@ class RecordsConfig(AppConfig):
     verbose_name = "Decision records"
 
     def ready(self) -> None:
-        from records.sqlfunctions import register_sqlite
+        from records.store.sqlfunctions import register_sqlite
 
         connection_created.connect(register_sqlite, dispatch_uid="records-json-add")

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from dashboard.staticfiles import ensure_collected
+from dashboard.http.staticfiles import ensure_collected
 from records.models import ApiKey, Project
 
 REQUIRE_SERVICES = os.environ.get("REQUIRE_SERVICES") == "1"
@@ -39,7 +39,7 @@ def database_url() -> str:
 @pytest.fixture(scope="session", autouse=True)
 def _static_collected(django_test_environment) -> None:
     """Pages link the hashed static names of the manifest, as under bin/start, and a browser
-    test loads the current scripts, not those of an earlier collect (dashboard.staticfiles)."""
+    test loads the current scripts, not those of an earlier collect (dashboard.http.staticfiles)."""
     ensure_collected()
 
 

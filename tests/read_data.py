@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from records import rollup
+from records import catchup
 from tests.factories import BASE_TS, record
 
 
@@ -155,4 +155,4 @@ def load(alice, bob) -> None:
         bob.client(),
         [record("model_call", id="bob-1", run_id="run-a", agent="support-bot", ts=at(5))],
     )
-    rollup.catch_up()
+    catchup.catch_up()

@@ -27,11 +27,11 @@ from alerts.windows import (
     window_grain,
     window_start,
 )
-from records import rollup
-from records.keys import CLASSIFICATION, PICK_LATENCY
-from records.metrics import METRICS, Row
+from records import catchup
+from records.contract.rollup_keys import CLASSIFICATION, PICK_LATENCY
+from records.contract.sketch import Sketch
+from records.metrics.definitions import METRICS, Row
 from records.models import Grain
-from records.sketch import Sketch
 from tests import rollup_data
 from tests.factories import BASE_TS
 
@@ -361,7 +361,7 @@ def test_a_classifier_filter_reads_a_verdicts_seat_and_a_model_filter_its_model(
     assert total(classifier="qwen3-8b") == {"": (5, 5)}
     assert total(model="claude-sonnet-4-5") == {"": (9, 9)}
     assert total(classifier="qwen3-8b", model="claude-sonnet-4-5") == {"": (2, 2)}
-    # The ladder reads classifications, filed under their seat model (records.rollup).
+    # The ladder reads classifications, filed under their seat model (records.catchup.passes).
     classifications = RowIndex(
         [
             Row(minute(0), CLASSIFICATION, "bot", "qwen3-8b", "1", 2, 0, 0, {}),
@@ -410,7 +410,7 @@ def mix(alice):
     for i in range(0, len(records), 300):
         response = client.post("/api/v1/records", {"records": records[i : i + 300]}, format="json")
         assert response.status_code == 200, response.content
-    assert rollup.catch_up() == len(records)
+    assert catchup.catch_up() == len(records)
     return records
 
 

@@ -18,8 +18,8 @@ from django.utils import timezone
 from alerts.firing import firing_alerts
 from alerts.models import OVERALL_STATES, AlertEvent, AlertState, Channel, Rule
 from alerts.preview import preview_rule
-from dashboard import figures
-from records import rollup
+from dashboard.charts import figures
+from records import catchup
 from records.models import Membership
 from tests.factories import record
 from tests.test_alert_delivery import Receiver
@@ -82,7 +82,7 @@ def post_picks(persona, minutes_ago: list[int], latency: float, model="qwen3-8b"
     ]
     response = persona.client().post("/api/v1/records", {"records": records}, format="json")
     assert response.status_code == 200, response.content
-    rollup.catch_up()
+    catchup.catch_up()
 
 
 # --- the list ------------------------------------------------------------------------------------
@@ -238,7 +238,7 @@ def test_a_streak_rules_preview_shows_the_streak_hour_by_hour(alice):
     )
     response = alice.client().post("/api/v1/records", {"records": records}, format="json")
     assert response.status_code == 200, response.content
-    rollup.catch_up()
+    catchup.catch_up()
     rule = make_rule(
         alice, metric="contract_broken_streak", comparator="gte", threshold=3, window_minutes=5
     )

@@ -1,7 +1,7 @@
 """Rules on every metric family, driven the way production drives them.
 
 Records are posted through POST /api/v1/records, folded by the workers' catch-up pass
-(records.rollup.catch_up) and evaluated by the engine's tick at a chosen `now`. Each rule fires
+(records.catchup.passes.catch_up) and evaluated by the engine's tick at a chosen `now`. Each rule fires
 while its records come in and resolves once they stop.
 """
 
@@ -13,7 +13,7 @@ import pytest
 
 from alerts import engine
 from alerts.models import AlertEvent, AlertState, Channel, Notification, Rule
-from records import rollup
+from records import catchup
 from tests.factories import BASE_TS, record
 
 pytestmark = pytest.mark.both_dbs
@@ -29,7 +29,7 @@ def post(persona, records: list[dict]) -> None:
     response = persona.client().post("/api/v1/records", {"records": records}, format="json")
     assert response.status_code == 200, response.content
     assert response.json()["accepted"] == len(records)
-    rollup.catch_up()
+    catchup.catch_up()
 
 
 def tick(minutes: float, **kwargs):
@@ -342,7 +342,7 @@ def test_the_engine_counts_from_rollups_only(alice):
     assert response.status_code == 200
     tick(2)  # posted but not yet folded in by the workers
     assert states(rule) == {"": "ok"}
-    rollup.catch_up()
+    catchup.catch_up()
     tick(3)
     assert states(rule) == {"": "firing"}
 

@@ -17,8 +17,8 @@ from urllib.parse import quote, unquote
 
 import pytest
 
-from dashboard import compare, fallbacks
-from records import rollup
+from dashboard.views import compare, fallbacks
+from records import catchup
 from tests import decision_oracle as do
 from tests.factories import BASE_TS, record
 from tests.oracle import iso
@@ -39,8 +39,8 @@ def world(alice):
     for i in range(0, len(shuffled), 150):
         post(alice, shuffled[i : i + 150])
         if i % 300 == 0:
-            rollup.run_pass(200)
-    rollup.catch_up()
+            catchup.run_pass(200)
+    catchup.catch_up()
     return operator("alice", alice), records
 
 
@@ -224,7 +224,7 @@ def test_the_runs_listed_as_moved_are_the_runs_behind_each_counted_cause(alice):
         record("notice", run_id="still-3", ts=iso(t)),
     ]
     post(alice, records + still)
-    rollup.catch_up()
+    catchup.catch_up()
     html = operator("alice", alice).get("/fallbacks/", RANGE).content.decode()
     listed = {unquote(unescape(r)) for r in
               re.findall(r'<a class="chain" href="/fallbacks/runs/([^"]+)/">', html)}  # fmt: skip
@@ -254,7 +254,7 @@ def test_unroutable_notices_stored_before_flag_their_runs_as_moved(alice, migrat
     post(alice, [*_moved_by("route_unroutable", "unroutable", t),
                  *_moved_by("route_fallback", "route", t),
                  record("model_selection", run_id="still", ts=iso(t))])  # fmt: skip
-    rollup.catch_up()
+    catchup.catch_up()
     # As ingest and the catch-up left them when this notice was no fallback.
     Record.objects.filter(run_id="unroutable").update(is_fallback=False)
     Run.objects.filter(run_id="unroutable").update(has_fallback=False)
@@ -285,7 +285,7 @@ def test_sessions_list_what_the_oracle_adds_up(world):
 @pytest.mark.parametrize("walk", [None, 4])
 def test_sessions_page_with_keyset_links_and_never_repeat_or_skip_one(world, monkeypatch, walk):
     client, records = world
-    from dashboard import sessions
+    from dashboard.views import sessions
 
     monkeypatch.setattr(sessions, "PAGE_SIZE", 2)
     monkeypatch.setattr(sessions, "BATCH", 3)  # sessions with many runs span batches
@@ -361,7 +361,7 @@ def _two_runs(alice) -> None:
                 "narrowed": True, "served": served,
                 "ranked": [{"name": "search_docs", "score": 0.9}, {"name": "grep", "score": 0.1}]}),
         ])  # fmt: skip
-    rollup.catch_up()
+    catchup.catch_up()
 
 
 def test_it_lines_two_runs_up_by_iteration_and_marks_what_differs(alice):
@@ -402,7 +402,7 @@ def test_links_to_the_comparison_under_runs_reach_it_unless_they_name_a_run(alic
         assert response.status_code == 302 and response["Location"] == "/compare/" + query
     # A run named "compare" has the bare path; a link with a comparison's arguments compares.
     post(alice, [record("model_selection", run_id="compare")])
-    rollup.catch_up()
+    catchup.catch_up()
     run = client.get("/runs/compare/")
     assert '<h1>Run <span class="mono">compare</span></h1>' in run.content.decode()
     assert client.get("/runs/compare/?page=1").status_code == 200

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from records import keys
-from records.normalise import NormalisedRecord, normalise
+from records.contract import rollup_keys
+from records.contract.normalise import NormalisedRecord, normalise
 from tests.factories import record
 
 NOW = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
@@ -298,7 +298,7 @@ def _without_protocol(result) -> dict:
     out = dataclasses.asdict(result)
     derived = json.loads(out.pop("derived_json"))
     assert derived.pop("protocol") in ("envelope", "hybrid")
-    key = keys.decode(keys.TURN, out.pop("rollup_key"))
+    key = rollup_keys.decode(rollup_keys.TURN, out.pop("rollup_key"))
     assert key.pop("protocol") in ("envelope", "hybrid")
     out.pop("data_json")  # as posted, protocol included
     return {**out, "derived": derived, "key": key}
@@ -320,6 +320,6 @@ def test_it_reads_a_hybrid_turn_of_plain_text_and_no_call_as_the_envelope_turn_d
     envelope = normalise(_as_sent({"text": text}, "envelope"), now=NOW)
     assert hybrid.outcome == envelope.outcome == "unparseable"
     assert json.loads(hybrid.derived_json)["decision"] == "unparseable"
-    assert keys.decode(keys.TURN, hybrid.rollup_key) == {
+    assert rollup_keys.decode(rollup_keys.TURN, hybrid.rollup_key) == {
         "decision": "unparseable", "protocol": "hybrid", "invented": "0",
     }  # fmt: skip

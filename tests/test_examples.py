@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from records import rollup
+from records import catchup
 from records.models import Record, Run, Streak
 
 pytestmark = pytest.mark.both_dbs
@@ -27,7 +27,7 @@ def posted(alice):
     response = alice.client().post("/api/v1/records", body, content_type="application/x-ndjson")
     assert response.status_code == 200, response.content
     assert response.json() == {"accepted": 25, "duplicates": 0, "rejected": []}
-    rollup.catch_up()
+    catchup.catch_up()
     return alice
 
 

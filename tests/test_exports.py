@@ -20,7 +20,8 @@ from django.utils import timezone
 
 import workers.tasks  # noqa: F401  (registers the tasks, as the worker's autodiscovery does)
 from config.celery import app
-from records.export import (
+from records.contract.filters import filter_records, parse_filters
+from records.formats.record_export import (
     COLUMNS,
     FORMULA_TRIGGERS,
     counting,
@@ -29,7 +30,6 @@ from records.export import (
     neutralise,
     parquet_chunks,
 )
-from records.filters import filter_records, parse_filters
 from records.models import Membership, Record
 from tests import read_data
 from tests.conftest import need_service
@@ -37,7 +37,7 @@ from tests.factories import record
 from tests.live import run_export_job, task_received
 from tests.read_data import at, post_records
 from tests.test_worker_integration import product
-from workers import exports
+from workers import export_jobs
 from workers.models import ExportJob
 
 pytestmark = pytest.mark.both_dbs
@@ -274,7 +274,7 @@ def test_it_exports_in_a_fixed_number_of_queries(
     for n in (3, 30):
         post_records(alice.client(), [record() for _ in range(n)])
         for _ in range(n // 3):
-            exports.start_export(alice.project, "csv", {})
+            export_jobs.start_export(alice.project, "csv", {})
         with django_assert_num_queries(expected):
             response = alice.client(alice.read_key).get(url, params)
             if isinstance(response, StreamingHttpResponse):
@@ -302,7 +302,7 @@ def test_it_runs_an_export_job_to_a_file_like_the_stream(
     assert job["status"] == "queued" and job["download_url"] is None and job["progress"] == 0
     assert job["filters"] == params
 
-    exports.run_export(job["id"])
+    export_jobs.run_export(job["id"])
 
     client = loaded.client(loaded.read_key)
     done = client.get(f"/api/v1/exports/{job['id']}").json()
@@ -338,14 +338,14 @@ def test_it_reports_progress_every_n_rows_and_at_the_end():
 
 def test_it_runs_a_job_once(loaded, export_dir, django_capture_on_commit_callbacks):
     job = start_job(loaded, django_capture_on_commit_callbacks, format="csv")
-    assert exports.run_export(job["id"]).status == ExportJob.Status.DONE
-    assert exports.run_export(job["id"]) is None  # a redelivered task finds it done
-    assert exports.run_export(999_999) is None
+    assert export_jobs.run_export(job["id"]).status == ExportJob.Status.DONE
+    assert export_jobs.run_export(job["id"]) is None  # a redelivered task finds it done
+    assert export_jobs.run_export(999_999) is None
 
 
 def test_it_fails_a_job_whose_export_breaks_and_leaves_no_file(alice, export_dir):
     job = ExportJob.objects.create(project=alice.project, format="csv", filters={"kind": "nope"})
-    exports.run_export(job.pk)
+    export_jobs.run_export(job.pk)
     job.refresh_from_db()
     assert job.status == ExportJob.Status.FAILED and "nope" in job.error
     assert list(export_dir.iterdir()) == []
@@ -383,7 +383,7 @@ def test_it_takes_a_json_list_as_a_comma_list(alice, django_capture_on_commit_ca
 
 def test_it_hides_another_projects_job(loaded, bob, export_dir, django_capture_on_commit_callbacks):
     job = start_job(bob, django_capture_on_commit_callbacks, format="csv")
-    exports.run_export(job["id"])
+    export_jobs.run_export(job["id"])
     client = loaded.client(loaded.read_key)
     assert client.get(f"/api/v1/exports/{job['id']}").status_code == 404
     assert client.get(f"/api/v1/exports/{job['id']}/download").status_code == 404
@@ -394,7 +394,7 @@ def test_it_hides_another_projects_job(loaded, bob, export_dir, django_capture_o
 
 def test_it_checks_access_on_the_download(loaded, export_dir, django_capture_on_commit_callbacks):
     job = start_job(loaded, django_capture_on_commit_callbacks, format="csv")
-    exports.run_export(job["id"])
+    export_jobs.run_export(job["id"])
     url = f"/api/v1/exports/{job['id']}/download"
     assert loaded.client("dbk_not-a-key").get(url).status_code == 401
     assert loaded.client(loaded.ingest_key).get(url).status_code == 403
@@ -418,8 +418,8 @@ def test_it_expires_old_files_and_fails_lost_jobs(
 ):
     old = start_job(loaded, django_capture_on_commit_callbacks, format="csv")
     fresh = start_job(loaded, django_capture_on_commit_callbacks, format="jsonl")
-    exports.run_export(old["id"])
-    exports.run_export(fresh["id"])
+    export_jobs.run_export(old["id"])
+    export_jobs.run_export(fresh["id"])
     ExportJob.objects.filter(pk=old["id"]).update(expires_at=timezone.now() - timedelta(1))
     lost = ExportJob.objects.create(
         project=loaded.project,
@@ -435,7 +435,7 @@ def test_it_expires_old_files_and_fails_lost_jobs(
     stale = (timezone.now() - timedelta(hours=2)).timestamp()
     os.utime(orphan, (stale, stale))
 
-    assert exports.expire_exports() == 2  # the old file and the orphaned part
+    assert export_jobs.expire_exports() == 2  # the old file and the orphaned part
 
     client = loaded.client(loaded.read_key)
     assert client.get(f"/api/v1/exports/{old['id']}").json()["status"] == "expired"
@@ -470,9 +470,9 @@ def test_it_asks_for_a_login_on_the_exports_page(db, client):
 
 
 def test_it_lists_the_jobs_of_the_operators_projects(client, carol, alice, bob, export_dir):
-    mine = exports.start_export(alice.project, "csv", {"agent": "<script>alert(1)</script>"})
-    exports.run_export(mine.pk)
-    theirs = exports.start_export(bob.project, "jsonl", {})
+    mine = export_jobs.start_export(alice.project, "csv", {"agent": "<script>alert(1)</script>"})
+    export_jobs.run_export(mine.pk)
+    theirs = export_jobs.start_export(bob.project, "jsonl", {})
     client.force_login(carol)
     response = client.get("/exports/")
     html = response.content.decode()
@@ -529,12 +529,12 @@ def test_it_prefills_the_form_from_the_query_string(client, carol, alice):
 
 
 def test_it_refreshes_the_jobs_table_while_a_job_runs(client, carol, alice, export_dir):
-    job = exports.start_export(alice.project, "csv", {})
+    job = export_jobs.start_export(alice.project, "csv", {})
     client.force_login(carol)
     partial = client.get("/exports/", HTTP_HX_REQUEST="true").content.decode()
     assert '<div id="export-jobs"' in partial
     assert 'hx-trigger="every 3s"' in partial and "<form" not in partial
-    exports.run_export(job.pk)
+    export_jobs.run_export(job.pk)
     done = client.get("/exports/", HTTP_HX_REQUEST="true").content.decode()
     assert "hx-trigger" not in done and f"/api/v1/exports/{job.pk}/download" in done
 
@@ -545,7 +545,7 @@ def test_it_draws_the_exports_page_in_a_fixed_number_of_queries(
     client.force_login(carol)
     for n in (1, 12):
         for _ in range(n):
-            exports.start_export(alice.project, "csv", {})
+            export_jobs.start_export(alice.project, "csv", {})
         # session, user, projects, jobs
         with django_assert_num_queries(4):
             assert client.get("/exports/").status_code == 200

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from records.filters import (
+from records.contract.filters import (
     FilterError,
     Filters,
     filter_records,
@@ -116,7 +116,7 @@ def test_it_filters_the_streamed_export(loaded, params, expected):
 
 @pytest.mark.parametrize("params,expected", RECORD_CASES, ids=[_case_id(c) for c in RECORD_CASES])
 def test_it_keeps_the_filters_of_an_export_job(loaded, settings, tmp_path, params, expected):
-    from workers.exports import run_export
+    from workers.export_jobs import run_export
 
     settings.VAR_DIR = tmp_path  # the job's file goes under VAR_DIR/exports
     response = loaded.client(loaded.read_key).post(

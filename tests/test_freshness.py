@@ -10,13 +10,14 @@ from django.apps import apps
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from records import partitions, rollup
-from records.demo import generate_records
-from records.freshness import describe, freshness, project_freshness
+from records import catchup
+from records.catchup.rebuild import reset_rollups
+from records.contract.normalise import normalise
+from records.demo.generator import generate_records
+from records.metrics.freshness import describe, freshness, project_freshness
 from records.models import Project, Record
-from records.normalise import normalise
-from records.rebuild import reset_rollups
-from records.store import store_records
+from records.store import partitions
+from records.store.writer import store_records
 from tests.factories import record
 from tests.test_pages import operator, post
 
@@ -50,7 +51,7 @@ def test_the_metrics_api_reports_whether_the_projects_records_wait(alice):
     waiting = freshness_of(alice)
     assert waiting["pending"] is True and waiting["lag_seconds"] >= 0
     assert waiting["last_pass_at"] is None
-    rollup.catch_up()
+    catchup.catch_up()
     done = freshness_of(alice)
     assert (done["pending"], done["lag_seconds"]) == (False, 0)
     assert done["last_pass_at"]
@@ -67,13 +68,13 @@ def store(project: Project, n: int, at: datetime) -> None:
 @pytest.mark.both_dbs
 def test_a_project_learns_nothing_of_another_projects_backlog(alice, bob):
     post(bob, [record(ts="2026-11-20T09:30:00Z")])
-    rollup.catch_up()
+    catchup.catch_up()
     fresh = freshness_of(bob)
     # alice's records wait in the lane that bob's project shares with hers.
     post(alice, [record(ts="2026-11-20T09:31:00Z") for _ in range(700)])
     assert freshness_of(bob) == fresh
     assert fresh["pending"] is False and freshness_of(alice)["pending"] is True
-    rollup.catch_up()
+    catchup.catch_up()
     for persona in (alice, bob):
         assert (freshness_of(persona)["pending"], freshness_of(persona)["lag_seconds"]) == (
             False,
@@ -94,7 +95,7 @@ def test_a_projects_lag_is_its_own_oldest_waiting_record(alice, bob):
         "last_pass_at": None,
     }
     assert project_freshness(alice.project.pk, now)["lag_seconds"] == 67.0
-    rollup.catch_up()
+    catchup.catch_up()
     for persona in (alice, bob):
         state = project_freshness(persona.project.pk, now)
         assert (state["pending"], state["lag_seconds"]) == (False, 0.0)
@@ -103,12 +104,12 @@ def test_a_projects_lag_is_its_own_oldest_waiting_record(alice, bob):
 
 @pytest.mark.both_dbs
 def test_a_project_reads_its_own_lanes_watermark(alice, bob):
-    lane = rollup.lane_of(bob.project.pk, 2)
-    assert rollup.lane_of(alice.project.pk, 2) != lane  # project ids are consecutive
-    rollup.catch_up(lanes=2)  # the two lanes' watermarks, before any record
+    lane = catchup.lane_of(bob.project.pk, 2)
+    assert catchup.lane_of(alice.project.pk, 2) != lane  # project ids are consecutive
+    catchup.catch_up(lanes=2)  # the two lanes' watermarks, before any record
     store(alice.project, 5, T0)
     store(bob.project, 5, T0)
-    rollup.catch_up(lane=lane, lanes=2)
+    catchup.catch_up(lane=lane, lanes=2)
     now = T0 + timedelta(seconds=3)
     assert project_freshness(bob.project.pk, now)["pending"] is False
     waiting = project_freshness(alice.project.pk, now)
@@ -118,12 +119,12 @@ def test_a_project_reads_its_own_lanes_watermark(alice, bob):
 @pytest.mark.both_dbs
 def test_after_a_rebuild_every_projects_records_wait_again(alice, bob):
     store(alice.project, 3, T0)
-    rollup.catch_up()
+    catchup.catch_up()
     assert project_freshness(alice.project.pk)["pending"] is False
     reset_rollups({m.__name__: m for m in apps.get_app_config("records").get_models()})
     assert project_freshness(alice.project.pk)["pending"] is True
     assert project_freshness(bob.project.pk)["pending"] is False  # no record to fold
-    rollup.catch_up()
+    catchup.catch_up()
     assert project_freshness(alice.project.pk)["pending"] is False
 
 
@@ -131,7 +132,7 @@ def test_after_a_rebuild_every_projects_records_wait_again(alice, bob):
 def test_a_projects_freshness_is_one_statement_whatever_the_backlog(
     alice, bob, django_assert_num_queries
 ):
-    rollup.catch_up()  # the lane's watermark row
+    catchup.catch_up()  # the lane's watermark row
     store(bob.project, 1, T0)
     for backlog in (10, 2_000):
         store(alice.project, backlog, T0)
@@ -143,7 +144,7 @@ def test_a_projects_freshness_is_one_statement_whatever_the_backlog(
 @pytest.mark.both_dbs
 def test_with_one_lane_it_is_one_statement_that_sees_what_came_after_a_pass(alice):
     post(alice, [record(ts="2026-11-20T09:30:00Z") for _ in range(3)])
-    rollup.catch_up()
+    catchup.catch_up()
     folded = freshness()["watermark_id"]
     post(alice, [record(ts="2026-11-20T09:31:00Z") for _ in range(2)])
     first_after = Record.objects.filter(id__gt=folded).order_by("id")[0]
@@ -162,7 +163,7 @@ def test_with_one_lane_it_is_one_statement_that_sees_what_came_after_a_pass(alic
 def test_a_resent_batch_can_only_overstate_the_backlog(alice):
     batch = [record(ts="2026-11-20T09:30:00Z") for _ in range(3)]
     post(alice, batch)
-    rollup.catch_up()
+    catchup.catch_up()
     post(alice, [*batch, record(ts="2026-11-20T09:31:00Z")])  # three duplicates, one new
     waiting = freshness()
     # Exactly one record waits; PostgreSQL used up an id for each duplicate, SQLite did not.
@@ -211,7 +212,7 @@ def test_its_kept_plans_see_a_day_partition_made_after_them(postgres, alice):
         cursor.execute(f"DROP TABLE {partitions.day_name(day)}")
     partitions.forget_cache()
     post(alice, [record(ts="2026-11-20T09:30:00Z")])
-    rollup.catch_up()
+    catchup.catch_up()
     assert freshness()["pending_records"] == 0
     assert freshness()["pending_records"] == 0  # the plans are made, and kept
     assert day not in partitions.existing_days()

@@ -13,7 +13,7 @@ from django.db import connections
 from django.test import override_settings
 from rest_framework.test import APIClient
 
-from records import rollup
+from records import catchup
 from records.models import ApiKey, Record, Run
 from tests.factories import record
 
@@ -85,7 +85,7 @@ def test_the_catch_up_widens_the_run_and_counts_its_records(alice):
             ]
         },
     )
-    rollup.catch_up()
+    catchup.catch_up()
     run = Run.objects.get(project=alice.project, run_id="r1")
     assert run.first_ts.isoformat() == "2026-11-20T09:00:01+00:00"
     assert run.last_ts.isoformat() == "2026-11-20T09:00:09+00:00"
@@ -152,7 +152,7 @@ def test_it_counts_a_resent_id_as_a_duplicate(alice):
     changed = dict(raw, ts="2026-11-20T09:30:00Z")  # same id: the first one stands
     assert post(client, changed).json() == {"accepted": 0, "duplicates": 1, "rejected": []}
     assert Record.objects.count() == 1
-    rollup.catch_up()
+    catchup.catch_up()
     assert Run.objects.get().record_count == 1
 
 

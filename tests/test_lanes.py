@@ -1,4 +1,4 @@
-"""Catch-up lanes (records.rollup): N lanes give exactly the rollups of one, whatever the corpus,
+"""Catch-up lanes (records.catchup.passes): N lanes give exactly the rollups of one, whatever the corpus,
 the interleaving of the lanes' passes and a change of N half way; and the workers run one task
 per lane."""
 
@@ -12,11 +12,11 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from records import rollup
-from records.freshness import freshness
+from records import catchup
+from records.contract.normalise import normalise
+from records.metrics.freshness import freshness
 from records.models import Project, Record, Rollup, Watermark
-from records.normalise import normalise
-from records.store import store_records
+from records.store.writer import store_records
 from tests import rollup_data
 from tests.factories import record
 from tests.test_rollups import _snapshot
@@ -29,7 +29,7 @@ NOW = datetime(2026, 11, 21, tzinfo=UTC)
 
 def _notices(n: int, seed: int) -> list[dict]:
     """Once-per-run notices, some runs twice or more: the pass flags the repeats by reading
-    what is already folded of the run (records.rollup._flag_repeated_notices)."""
+    what is already folded of the run (records.catchup.upserts.flag_repeated_notices)."""
     rng = random.Random(seed)
     return [
         record("notice", id=f"notice-{seed}-{i}", run_id=f"run-{rng.randrange(12)}",
@@ -51,14 +51,14 @@ def store(project: Project, records: list[dict]) -> None:
 
 
 def _lanes_in_use() -> dict[str, int]:
-    return dict(rollup.lane_watermarks().values_list("name", "last_id"))
+    return dict(catchup.lane_watermarks().values_list("name", "last_id"))
 
 
 def _start_at(last_id: int, lanes: int = 1) -> None:
     """The lanes as a fresh installation's at `last_id` (ids do not restart between tests)."""
-    rollup.lane_watermarks().delete()
+    catchup.lane_watermarks().delete()
     Watermark.objects.bulk_create(
-        Watermark(name=rollup.lane_name(lane, lanes), last_id=last_id) for lane in range(lanes)
+        Watermark(name=catchup.lane_name(lane, lanes), last_id=last_id) for lane in range(lanes)
     )
 
 
@@ -93,7 +93,7 @@ def test_lanes_equal_one_lane(db, n, seed, projects, lanes, then, batch, chunks,
         reference = [Project.objects.create(name=f"one-lane-{i}") for i in range(projects)]
         for project, part in zip(reference, parts, strict=True):
             store(project, part)
-        rollup.catch_up(lanes=1, max_seconds=600)
+        catchup.catch_up(lanes=1, max_seconds=600)
         want = [_snapshot(project) for project in reference]
 
         laned = [Project.objects.create(name=f"laned-{i}") for i in range(projects)]
@@ -104,14 +104,14 @@ def test_lanes_equal_one_lane(db, n, seed, projects, lanes, then, batch, chunks,
             if then is not None and chunk == chunks // 2:
                 # Some lanes ahead of others, then the count changes (a live reconfiguration).
                 for _ in range(order.randrange(4)):
-                    rollup.run_pass(batch, lane=order.randrange(current), lanes=current)
+                    catchup.run_pass(batch, lane=order.randrange(current), lanes=current)
                 current = then
             for _ in range(order.randrange(1, 6)):
-                rollup.run_pass(batch, lane=order.randrange(current), lanes=current)
-        rollup.catch_up(lanes=current, batch_size=batch, max_seconds=600)
+                catchup.run_pass(batch, lane=order.randrange(current), lanes=current)
+        catchup.catch_up(lanes=current, batch_size=batch, max_seconds=600)
 
         assert [_snapshot(project) for project in laned] == want
-        assert set(_lanes_in_use()) == {rollup.lane_name(i, current) for i in range(current)}
+        assert set(_lanes_in_use()) == {catchup.lane_name(i, current) for i in range(current)}
         assert set(_lanes_in_use().values()) == {_newest_id()}
         transaction.set_rollback(True)
 
@@ -124,7 +124,7 @@ def _one_lane(parts: list[list[dict]]) -> list[tuple]:
     projects = [Project.objects.create(name=f"one-lane-{i}") for i in range(len(parts))]
     for project, part in zip(projects, parts, strict=True):
         store(project, part)
-    rollup.catch_up(lanes=1, max_seconds=600)
+    catchup.catch_up(lanes=1, max_seconds=600)
     return [_snapshot(project) for project in projects]
 
 
@@ -141,13 +141,13 @@ def test_a_change_of_lanes_folds_the_lagging_lanes_up_to_the_leader_first(db):
         Record.objects.filter(project=projects[0]).order_by("id").values_list("id", flat=True)[0]
     )
     _start_at(first - 1, lanes=4)
-    leader = rollup.lane_of(projects[0].pk, 4)
-    rollup.catch_up(lane=leader, lanes=4, max_seconds=600)  # one lane at the end, three behind
+    leader = catchup.lane_of(projects[0].pk, 4)
+    catchup.catch_up(lane=leader, lanes=4, max_seconds=600)  # one lane at the end, three behind
     marks = _lanes_in_use()
-    assert marks[rollup.lane_name(leader, 4)] == _newest_id()
+    assert marks[catchup.lane_name(leader, 4)] == _newest_id()
     assert sorted(marks.values())[:3] == [first - 1] * 3
 
-    result = rollup.run_pass(20, lane=0, lanes=2)  # the first pass of two lanes switches
+    result = catchup.run_pass(20, lane=0, lanes=2)  # the first pass of two lanes switches
     assert set(_lanes_in_use()) == {"rollups:0/2", "rollups:1/2"}
     assert result.records == 0  # every record was folded by the old lanes on the way
     laned = [_snapshot(project) for project in projects]
@@ -166,8 +166,8 @@ def test_a_worker_on_the_old_count_switches_back_without_loss(db):
         chunk = records[step * 30 : (step + 1) * 30]
         for i, project in enumerate(projects):
             store(project, chunk[i::3])
-        rollup.run_pass(15, lane=count - 1, lanes=count)
-    rollup.catch_up(lanes=2, max_seconds=600)
+        catchup.run_pass(15, lane=count - 1, lanes=count)
+    catchup.catch_up(lanes=2, max_seconds=600)
     assert [_snapshot(project) for project in projects] == want
 
 
@@ -177,8 +177,8 @@ def test_a_lane_folds_only_its_own_projects(db):
     for project in projects:
         store(project, corpus(40, seed=project.pk))
     _start_at(_newest_id() - 100, lanes=2)  # both lanes before every record of both projects
-    mine, other = sorted(projects, key=lambda p: rollup.lane_of(p.pk, 2) != 0)
-    folded = rollup.catch_up(lane=0, lanes=2)
+    mine, other = sorted(projects, key=lambda p: catchup.lane_of(p.pk, 2) != 0)
+    folded = catchup.catch_up(lane=0, lanes=2)
     assert folded == Record.objects.filter(project=mine).count()
     assert Rollup.objects.filter(project=mine).exists()
     assert not Rollup.objects.filter(project=other).exists()
@@ -232,7 +232,7 @@ def nudges(settings, monkeypatch):
 
 
 def test_ingest_nudges_the_lane_of_its_project_once_a_second(alice, nudges):
-    lane = rollup.lane_of(alice.project.pk, 4)
+    lane = catchup.lane_of(alice.project.pk, 4)
     for _ in range(3):
         response = alice.client().post("/api/v1/records", record(), format="json")
         assert response.status_code == 200
@@ -253,7 +253,7 @@ def test_metrics_show_each_lane_and_the_worst_one(db, settings):
     for project in projects:
         store(project, corpus(30, seed=project.pk))
     _start_at(_newest_id() - 100, lanes=2)
-    rollup.catch_up(lane=0, lanes=2)
+    catchup.catch_up(lane=0, lanes=2)
     response = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     samples = parse(response.content.decode())
     assert value(samples, "decisionboard_catchup_lane_watermark_id", lane="0") == _newest_id()
@@ -287,7 +287,7 @@ def test_two_lane_processes_at_once_equal_one_lane(transactional_db, postgres, t
     env = dict(os.environ, DATABASE_URL=database_url(), DECISIONBOARD_VAR_DIR=str(tmp_path))
     workers = []
     for lane in range(2):
-        code = f"from records.rollup import catch_up; catch_up(lane={lane}, lanes=2, batch_size=50)"
+        code = f"from records.catchup import catch_up; catch_up(lane={lane}, lanes=2, batch_size=50)"
         log = open(tmp_path / f"lane-{lane}.log", "w")  # noqa: SIM115 (closed below)
         cmd = [sys.executable, "manage.py", "shell", "-c", code]
         workers.append((processes.spawn(cmd, env=env, log=log), log))

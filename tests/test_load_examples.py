@@ -11,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from records import examples
+from records.demo import examples
 from records.models import Membership, Project, Record, Run
 
 

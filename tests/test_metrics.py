@@ -24,7 +24,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from alerts.models import Rule
 from ops import multiprocess
-from records import rollup
+from records import catchup
 from records.models import ApiKey, Project
 from tests.conftest import database_url
 from tests.factories import DATA, record
@@ -201,7 +201,7 @@ def test_it_reports_the_catch_up_backlog_and_lag(alice, metrics_on):
     assert value(waiting, "decisionboard_catchup_pending_records") == 3
     assert value(waiting, "decisionboard_catchup_lag_seconds") >= 0
     assert value(waiting, "decisionboard_catchup_last_pass_age_seconds") == math.inf
-    rollup.catch_up()
+    catchup.catch_up()
     done = scrape()
     assert value(done, "decisionboard_catchup_pending_records") == 0
     assert value(done, "decisionboard_catchup_lag_seconds") == 0

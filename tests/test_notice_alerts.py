@@ -2,7 +2,7 @@
 of tests/decision_oracle.py: the engine's value at a tick, the preview's minute by minute, and
 rules firing through the engine's tick on posted records.
 
-A detail field the notice rollups split by (records.keys.NOTICE_SPLITS) is read from the
+A detail field the notice rollups split by (records.contract.rollup_keys.NOTICE_SPLITS) is read from the
 rollups; any other is counted by alerts.notices over the rule's window. Both must agree with
 the oracle, which reads the posted dicts only.
 """
@@ -18,10 +18,11 @@ from alerts import engine, notices
 from alerts.models import AlertEvent, AlertState, Rule
 from alerts.preview import preview_rule
 from alerts.windows import Query, fold, query_errors, window_grain, window_start
-from records import keys, rollup
-from records.keys import NOTICE
-from records.metrics import Row
-from records.rollup import truncate
+from records import catchup
+from records.contract import rollup_keys
+from records.contract.buckets import truncate
+from records.contract.rollup_keys import NOTICE
+from records.metrics.definitions import Row
 from tests import decision_oracle as do
 from tests.factories import BASE_TS, record
 from tests.oracle import iso
@@ -55,7 +56,7 @@ def test_it_reads_the_split_detail_fields_from_rollups_and_counts_the_others():
 
 def test_the_notices_metric_folds_rollup_rows_by_code_and_split_detail():
     def row(code, model, n, **split):
-        key = keys.encode(NOTICE, {"code": code, **split})
+        key = rollup_keys.encode(NOTICE, {"code": code, **split})
         return Row(T, NOTICE, "bot", model, key, n, 0, 0, {})
 
     rows = [
@@ -87,7 +88,7 @@ def world(alice):
     for i in range(0, len(shuffled), 300):
         response = client.post("/api/v1/records", {"records": shuffled[i : i + 300]}, format="json")
         assert response.status_code == 200, response.content
-    rollup.catch_up()
+    catchup.catch_up()
     return alice, records
 
 
@@ -176,7 +177,7 @@ def test_a_detail_rule_fires_on_posted_notices_and_resolves(alice):
     posted += [notice(6, "timeout", "claude-haiku-4-5")]
     response = alice.client().post("/api/v1/records", {"records": posted}, format="json")
     assert response.status_code == 200
-    rollup.catch_up()
+    catchup.catch_up()
     engine.evaluate_all(now=T + timedelta(minutes=3))
     assert dict(AlertState.objects.filter(rule=rule).values_list("group", "state")) == {
         "qwen3-8b": "firing"
@@ -212,7 +213,7 @@ def test_a_violation_rate_rule_fires_at_the_oracles_rate(alice, match):
     records = _violations_corpus()
     response = alice.client().post("/api/v1/records", {"records": records}, format="json")
     assert response.status_code == 200
-    rollup.catch_up()
+    catchup.catch_up()
     rule = Rule.objects.create(project=alice.project, name="v", metric="violation_rate",
                                match=match, threshold=0.05, window_minutes=10)  # fmt: skip
     now = T + timedelta(minutes=9, seconds=30)

@@ -14,10 +14,10 @@ from datetime import datetime, timedelta
 import pytest
 
 from alerts.windows import Query, fold, read_window, window_start
-from dashboard import rollups
-from records import rollup
+from dashboard.queries import page_rollups
+from records import catchup
+from records.contract.buckets import truncate
 from records.models import Grain, Record
-from records.rollup import truncate
 from tests import oracle
 from tests.factories import BASE_TS
 
@@ -57,8 +57,8 @@ def _ingest_shuffled(persona, records):
         )
         assert response.status_code == 200, response.content
         if i % 3 == 2:
-            rollup.run_pass(300)
-    rollup.catch_up()
+            catchup.run_pass(300)
+    catchup.catch_up()
 
 
 @pytest.fixture
@@ -158,13 +158,13 @@ def test_the_pages_draw_what_the_oracle_computes(world):
     persona, exact = world
     project = persona.project.pk
     now = END - timedelta(minutes=1)  # the 6-hour period (hour buckets) covers the corpus
-    page = rollups.classifiers_page(project, now, "6h", [])
+    page = page_rollups.classifiers_page(project, now, "6h", [])
     checks = [
         (page["pick_errors"]["series"], "pick_error_rate", None, ("model",)),
         (page["ladder"]["series"], "ladder_fallback_rate", None, ("model",)),
         (page["skip_series"], "narrowing_skip_rate", "reason", ("reason",)),
     ]
-    models = rollups.models_page(project, now, "6h", [])
+    models = page_rollups.models_page(project, now, "6h", [])
     checks.append((models["swap_series"], "swap_rate", None, ("model",)))
     for series, name, group_by, fields in checks:
         want = exact.series(name, "hour", group_by)
@@ -187,7 +187,7 @@ def test_the_pages_draw_what_the_oracle_computes(world):
             refused[key] = refused.get(key, 0) + 1
     assert models["refused"] == refused
 
-    overview = rollups.overview(project, now, "6h", [])
+    overview = page_rollups.overview(project, now, "6h", [])
     kpis = {k.name: (k.value, k.count) for k in overview["kpis"]}
     for name in ("pick_error_rate", "narrowing_skip_rate", "swap_rate", "ladder_fallback_rate",
                  "first_pick_agreement"):  # fmt: skip

@@ -16,8 +16,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from records.catchup import catch_up
 from records.models import Membership
-from records.rollup import catch_up
 from tests.live import wait_until, web_server
 from tests.openai_stub import Script, openai_stub
 

@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
+from records.catchup import catch_up
 from records.models import ApiKey, Project, Record, Run
-from records.rollup import catch_up
 from tests.factories import DATA, KINDS
 from tests.live import web_server
 from tests.otlp_payloads import otlp_json

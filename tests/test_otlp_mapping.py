@@ -1,4 +1,4 @@
-"""records.otlp: OTLP spans and span events → decision records (pure: no database)."""
+"""records.formats.otlp: OTLP spans and span events → decision records (pure: no database)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from records import otlp
+from records.formats import otlp
 from tests.factories import BASE_TS, DATA, KINDS
 from tests.otlp_payloads import TRACE, chat, export, json_string_form, otlp_json, span, span_id
 

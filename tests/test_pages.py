@@ -21,10 +21,11 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard import figures, rollups, timeline
-from dashboard.csp import HEADER
-from records import rollup
-from records.demo import generate_records
+from dashboard.charts import figures
+from dashboard.http.csp import HEADER
+from dashboard.queries import page_rollups, timeline
+from records import catchup
+from records.demo.generator import generate_records
 from records.models import Membership, Run
 from tests.factories import record
 from workers import heartbeat
@@ -75,7 +76,7 @@ def demo(persona, records: int = 400, runs: int = 6, seed: int = 1) -> None:
             )
         ),
     )
-    rollup.catch_up()
+    catchup.catch_up()
 
 
 def evil_run(persona, run_id: str = "evil-run") -> None:
@@ -110,7 +111,7 @@ def evil_run(persona, run_id: str = "evil-run") -> None:
             ),
         ],
     )
-    rollup.catch_up()
+    catchup.catch_up()
 
 
 def figure(page: str, dom_id: str) -> dict:
@@ -284,7 +285,7 @@ def test_it_pages_runs_with_a_keyset_cursor(alice, alice_page):
     post(
         alice, [record(run_id=f"run-{i:03d}", ts=iso(t + timedelta(seconds=i))) for i in range(120)]
     )
-    rollup.catch_up()
+    catchup.catch_up()
     seen, url, pages = [], "/runs/", 0
     while url:
         page = alice_page.get(url).content.decode()
@@ -307,7 +308,7 @@ def test_it_sorts_runs_by_record_count_both_ways(alice, alice_page):
             for i in range(n)
         ],
     )
-    rollup.catch_up()
+    catchup.catch_up()
     rows = re.compile(RUN_LINK)
     assert rows.findall(alice_page.get("/runs/?sort=-record_count").content.decode()) == [
         "large",
@@ -355,7 +356,7 @@ def test_it_lists_sub_runs_and_links_the_parent(alice, alice_page):
             record(run_id="child", parent_run_id="parent", ts=iso(t + timedelta(seconds=1))),
         ],
     )
-    rollup.catch_up()
+    catchup.catch_up()
     parent = alice_page.get("/runs/parent/").content.decode()
     assert "Sub-agent runs" in parent and 'href="/runs/child/"' in parent
     child = alice_page.get("/runs/child/").content.decode()
@@ -366,7 +367,7 @@ def test_it_opens_a_run_whose_id_has_slashes_and_spaces(alice, alice_page):
     t = timezone.now().replace(microsecond=0) - timedelta(minutes=20)
     run_id = "team a/run 7?x#1"
     post(alice, [record("tool_choice.pick", run_id=run_id, ts=iso(t))])
-    rollup.catch_up()
+    catchup.catch_up()
     runs = alice_page.get("/runs/").content.decode()
     link = re.search(r'<tr class="run-row">\s*<td class="run-id"><a href="([^"]+)"', runs).group(1)
     assert link == "/runs/team%20a/run%207%3Fx%231/"
@@ -385,7 +386,7 @@ def test_it_opens_any_run_from_the_runs_lists_own_link(alice, alice_page, run_id
     t = timezone.now().replace(microsecond=0) - timedelta(minutes=20)
     post(alice, [record("tool_choice.pick", run_id=run_id, ts=iso(t)),
                  record("tool_choice.pick", run_id="other", ts=iso(t))])  # fmt: skip
-    rollup.catch_up()
+    catchup.catch_up()
     runs = alice_page.get("/runs/").content.decode()
     links = dict(
         (unescape(title), unescape(href))
@@ -408,7 +409,7 @@ def test_it_opens_any_run_from_the_runs_lists_own_link(alice, alice_page, run_id
 
 def test_it_404s_a_run_path_that_encodes_no_run_or_another_runs_path(alice, alice_page):
     post(alice, [record(run_id="a", ts=iso(timezone.now() - timedelta(minutes=5)))])
-    rollup.catch_up()
+    catchup.catch_up()
     assert alice_page.get("/runs/a/").status_code == 200
     # "~YQ" encodes "a", whose path is /runs/a/; the others encode nothing.
     for path in ("/runs/~YQ/", "/runs/~/", "/runs/~!!/", "/runs/~%FF%FE/"):
@@ -429,7 +430,7 @@ def test_it_polls_a_live_run_and_not_a_finished_one(alice, alice_page):
             ),
         ],
     )
-    rollup.catch_up()
+    catchup.catch_up()
     live = alice_page.get("/runs/live/").content.decode()
     assert 'hx-trigger="every 5s"' in live and "live-badge" in live
     done = alice_page.get("/runs/done/").content.decode()
@@ -467,7 +468,7 @@ def test_it_pages_a_long_runs_timeline(alice, alice_page):
             for i in range(n)
         ],
     )
-    rollup.catch_up()
+    catchup.catch_up()
     first = alice_page.get("/runs/long/").content.decode()
     assert first.count('<tr class="record ') == timeline.PAGE_SIZE
     assert f"records 1–{timeline.PAGE_SIZE} shown" in first and 'href="?page=2"' in first
@@ -482,7 +483,7 @@ def test_it_pages_a_long_runs_timeline(alice, alice_page):
 def test_it_shows_a_failed_pick(alice, alice_page):
     t = timezone.now().replace(microsecond=0) - timedelta(minutes=5)
     post(alice, [record("tool_choice.pick_error", run_id="r2", ts=iso(t))])
-    rollup.catch_up()
+    catchup.catch_up()
     page = alice_page.get("/runs/r2/picks/1/").content.decode()
     assert "The classifier call failed" in page and "529 overloaded" in page
     assert "Narrowing was asked for but skipped: <strong>unavailable</strong>" in page
@@ -525,7 +526,7 @@ def test_it_draws_the_ranked_distribution_of_a_pick(alice, alice_page):
             ),
         ],
     )
-    rollup.catch_up()
+    catchup.catch_up()
     page = alice_page.get("/runs/r1/picks/3/").content.decode()
     marks = {t["name"]: t["x"] for t in figure(page, "chart-ranked")["data"]}
     assert marks == {
@@ -603,8 +604,8 @@ def test_it_compares_the_kpis_with_the_previous_period(alice, alice_page):
             ),
         ],
     )
-    rollup.catch_up()
-    data = rollups.overview(alice.project.pk, now, "24h", [])
+    catchup.catch_up()
+    data = page_rollups.overview(alice.project.pk, now, "24h", [])
     kpis = {k.name: k for k in data["kpis"]}
     assert (kpis["records"].value, kpis["records"].previous) == (6, 4)
     assert kpis["records"].change == pytest.approx(0.5)
@@ -618,8 +619,8 @@ def test_it_compares_the_kpis_with_the_previous_period(alice, alice_page):
 def test_the_overview_kpis_agree_with_the_metrics_api(alice):
     demo(alice, records=900, runs=10, seed=5)
     now = timezone.now()
-    start, end = rollups.overview_range(now, "24h")
-    kpis = {k.name: k for k in rollups.overview(alice.project.pk, now, "24h", [])["kpis"]}
+    start, end = page_rollups.overview_range(now, "24h")
+    kpis = {k.name: k for k in page_rollups.overview(alice.project.pk, now, "24h", [])["kpis"]}
     params = {"from": iso(start), "to": iso(end), "interval": "hour"}
     for name in ("records", "pick_error_rate", "narrowing_skip_rate", "swap_rate",
                  "ladder_fallback_rate", "first_pick_agreement"):  # fmt: skip
@@ -708,7 +709,7 @@ def test_it_draws_the_swap_matrix_paths_and_refusals(alice, alice_page):
             ),
         ],
     )
-    rollup.catch_up()
+    catchup.catch_up()
     page = alice_page.get("/models/").content.decode()
     matrix = figure(page, "chart-swap-matrix")["data"][0]
     cells = {
@@ -785,7 +786,7 @@ def test_it_charts_classifier_causes_and_reasons(alice, alice_page):
             ),
         ],
     )
-    rollup.catch_up()
+    catchup.catch_up()
     page = alice_page.get("/classifiers/").content.decode()
     unavailable = {
         tr["name"]: dict(zip(tr["x"], tr["y"], strict=True))
@@ -800,7 +801,7 @@ def test_it_charts_classifier_causes_and_reasons(alice, alice_page):
     verdicts = {tr["name"]: tr["y"] for tr in figure(page, "chart-verdicts")["data"]}
     assert verdicts == {"parse_error": [1]}
     assert figure(page, "chart-classifier-latency")["data"][0]["name"] == "claude-haiku-4-5 p50"
-    latency = rollups.classifiers_page(alice.project.pk, timezone.now(), "24h", [])
+    latency = page_rollups.classifiers_page(alice.project.pk, timezone.now(), "24h", [])
     [totals] = latency["latency_totals"]  # lower nearest rank of 100..104 ms, within 1 %
     assert totals["count"] == 5 and totals["p50"] == pytest.approx(102, rel=0.01)
     assert totals["p99"] == pytest.approx(103, rel=0.01)
@@ -830,7 +831,7 @@ def test_it_shows_streaks_with_a_sparkline_and_the_runs_behind_them(alice, alice
             for i, (ago, minute, o) in enumerate(verdicts)
         ],
     )
-    rollup.catch_up()
+    catchup.catch_up()
     page = alice_page.get("/streaks/").content.decode()
     assert re.search(r'<td>qwen3-8b</td>\s*<td class="num">3</td>\s*<td class="num">3</td>', page)
     traces = {t["name"]: t["y"] for t in figure(page, "spark-0")["data"]}
@@ -856,7 +857,7 @@ def test_the_streaks_page_charts_any_time_range(alice, alice_page):
             for m in (5, 10)
         ],
     )
-    rollup.catch_up()
+    catchup.catch_up()
     query = {
         "period": "custom",
         "from": (then - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M"),

@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from records import partitions
+from records.store import partitions
 
 BEFORE = [("records", "0008_apikey_last_used")]
 NOW = timezone.now()

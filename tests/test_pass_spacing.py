@@ -1,4 +1,4 @@
-"""The workers' catch-up spaces its passes (records.rollup.PASS_SPACING_SECONDS): a pass starts
+"""The workers' catch-up spaces its passes (records.catchup.passes.PASS_SPACING_SECONDS): a pass starts
 at least that long after the start of the lane's last pass that folded records, one process
 waits for it, and the others leave the records to that one."""
 
@@ -12,8 +12,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from records import locks, rollup
+from records import catchup
+from records.catchup import passes
 from records.models import Project, Record, Watermark
+from records.store import locks
 from tests.factories import record
 from tests.test_lanes import _newest_id, _start_at, store
 
@@ -22,7 +24,7 @@ BATCH = 10**9  # the window is a range of ids: ids do not restart between tests
 
 
 def _watermark() -> Watermark:
-    return Watermark.objects.get(name=rollup.lane_name(0, 1))
+    return Watermark.objects.get(name=catchup.lane_name(0, 1))
 
 
 def _post(project: Project, n: int, start: int) -> None:
@@ -37,13 +39,13 @@ def lane(transactional_db, postgres):
 
 def test_a_spaced_pass_starts_the_spacing_after_the_last_pass_that_folded(lane):
     _post(lane, 3, 0)
-    first = rollup.run_pass(BATCH, spacing=SPACING)
+    first = catchup.run_pass(BATCH, spacing=SPACING)
     assert first.records == 3
     folded_at = _watermark().last_fold_at
     assert folded_at is not None
 
     _post(lane, 2, 10)
-    second = rollup.run_pass(BATCH, spacing=SPACING)
+    second = catchup.run_pass(BATCH, spacing=SPACING)
     assert second.records == 2 and second.caught_up
     started = _watermark().last_fold_at
     assert started - folded_at >= timedelta(seconds=SPACING)
@@ -51,9 +53,9 @@ def test_a_spaced_pass_starts_the_spacing_after_the_last_pass_that_folded(lane):
 
 def test_an_empty_pass_moves_the_liveness_not_the_spacing(lane):
     _post(lane, 1, 0)
-    rollup.run_pass(BATCH)
+    catchup.run_pass(BATCH)
     folded_at = _watermark().last_fold_at
-    empty = rollup.run_pass(BATCH)
+    empty = catchup.run_pass(BATCH)
     assert empty.records == 0
     mark = _watermark()
     assert mark.last_pass_at > folded_at  # the catch-up is alive
@@ -62,13 +64,13 @@ def test_an_empty_pass_moves_the_liveness_not_the_spacing(lane):
 
 def test_a_pass_long_after_the_last_fold_does_not_wait(lane):
     _post(lane, 1, 0)
-    rollup.run_pass(BATCH)
+    catchup.run_pass(BATCH)
     Watermark.objects.filter(pk=_watermark().pk).update(
         last_fold_at=timezone.now() - timedelta(seconds=60)
     )
     _post(lane, 1, 10)
     before = timezone.now()
-    assert rollup.run_pass(BATCH, spacing=60).records == 1
+    assert catchup.run_pass(BATCH, spacing=60).records == 1
     assert _watermark().last_fold_at - before < timedelta(seconds=5)
 
 
@@ -76,13 +78,13 @@ def test_a_pass_waits_no_longer_than_the_spacing_after_a_clock_ahead(lane):
     """A last fold stamped by a machine whose clock runs a minute ahead: the pass still waits
     only the spacing, then folds."""
     _post(lane, 1, 0)
-    rollup.run_pass(BATCH)
+    catchup.run_pass(BATCH)
     Watermark.objects.filter(pk=_watermark().pk).update(
         last_fold_at=timezone.now() + timedelta(seconds=60)
     )
     _post(lane, 3, 10)
     before = timezone.now()
-    assert rollup.run_pass(BATCH, spacing=SPACING).records == 3
+    assert catchup.run_pass(BATCH, spacing=SPACING).records == 3
     waited = _watermark().last_fold_at - before
     assert timedelta(seconds=SPACING) <= waited < timedelta(seconds=30)
 
@@ -91,7 +93,7 @@ def test_a_second_waiter_leaves_the_records_to_the_first(lane):
     """While another session holds the lane's waiter lock, a spaced pass returns at once,
     caught up and folding nothing; once it is free, the pass waits and folds them."""
     _post(lane, 1, 0)
-    rollup.run_pass(BATCH)
+    catchup.run_pass(BATCH)
     _post(lane, 4, 10)
     other = _other_session()
     try:
@@ -99,13 +101,13 @@ def test_a_second_waiter_leaves_the_records_to_the_first(lane):
             "SELECT pg_try_advisory_lock(%s, %s)", [locks.PASS_WAITER_LOCK_CLASS, 0]
         ).fetchone()[0]
         assert taken
-        skipped = rollup.run_pass(BATCH, spacing=60)
+        skipped = catchup.run_pass(BATCH, spacing=60)
         assert (skipped.records, skipped.caught_up) == (0, True)
         assert _watermark().last_id == skipped.last_id < _newest_id()
         other.execute("SELECT pg_advisory_unlock(%s, %s)", [locks.PASS_WAITER_LOCK_CLASS, 0])
     finally:
         other.close()
-    assert rollup.run_pass(BATCH, spacing=SPACING).records == 4
+    assert catchup.run_pass(BATCH, spacing=SPACING).records == 4
     # The waiter released its lock: the next waiter can take it.
     assert _try_waiter_lock()
 
@@ -114,17 +116,17 @@ def test_the_waiter_frees_its_lock_before_its_pass(lane, monkeypatch):
     """A task that gets the lane's lock after the waiter's pass finds the waiter lock free, so
     it waits and folds what arrived during that pass, rather than leaving it to nobody."""
     _post(lane, 1, 0)
-    rollup.run_pass(BATCH)
+    catchup.run_pass(BATCH)
     _post(lane, 2, 10)
     free_during_pass = []
-    fold = rollup._fold
+    fold = passes._fold
 
     def fold_seen_from_another_session(*args, **kwargs):
         free_during_pass.append(_try_waiter_lock_elsewhere())
         return fold(*args, **kwargs)
 
-    monkeypatch.setattr(rollup, "_fold", fold_seen_from_another_session)
-    assert rollup.run_pass(BATCH, spacing=SPACING).records == 2
+    monkeypatch.setattr(passes, "_fold", fold_seen_from_another_session)
+    assert catchup.run_pass(BATCH, spacing=SPACING).records == 2
     assert free_during_pass == [True]
 
 
@@ -150,13 +152,13 @@ def test_two_processes_at_once_make_one_spaced_pass_between_them(lane):
     """Two catch-up tasks nudged together: one waits out the spacing and folds everything, the
     other returns at once (the records are left to the waiter)."""
     _post(lane, 1, 0)
-    rollup.run_pass(BATCH)
+    catchup.run_pass(BATCH)
     _post(lane, 6, 10)
     results = []
 
     def task():
         try:
-            results.append(rollup.catch_up(lane=0, lanes=1, spacing=SPACING))
+            results.append(catchup.catch_up(lane=0, lanes=1, spacing=SPACING))
         finally:
             connection.close()
 

@@ -15,8 +15,8 @@ from django.test.utils import CaptureQueriesContext
 from drf_spectacular.validation import validate_schema
 from rest_framework.test import APIClient
 
-from records import rollup
-from records.kinds import KIND_NAMES, KINDS
+from records import catchup
+from records.contract.kinds import KIND_NAMES, KINDS
 from records.models import Membership, Project
 from tests import read_data
 from tests.factories import BASE_TS, record
@@ -335,7 +335,7 @@ def test_it_reads_a_list_in_a_fixed_number_of_queries(
             [record(run_id=f"run-{i % 5}", parent_run_id=None) for i in range(n)]
             + [record(run_id="run-a"), record(run_id=f"sub-{n}", parent_run_id="run-a")],
         )
-        rollup.catch_up()
+        catchup.catch_up()
         with django_assert_num_queries(queries):
             response = alice.client(alice.read_key).get(url, params)
         assert response.status_code == 200

@@ -1,4 +1,4 @@
-"""records.reader's written-out SQL reads what the stored rows say, on both databases."""
+"""records.metrics.reader's written-out SQL reads what the stored rows say, on both databases."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from records import reader
+from records.contract.sketch import Sketch
+from records.metrics import reader
 from records.models import Grain, Project, Rollup
-from records.sketch import Sketch
 
 T0 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 LATENCY = "derived.pick_latency"

@@ -13,7 +13,9 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from records import keys, partitions, retention
+from records.catchup import catch_up
+from records.contract import rollup_keys
+from records.contract.normalise import normalise
 from records.models import (
     Classification,
     Membership,
@@ -24,9 +26,8 @@ from records.models import (
     ToolDecision,
     ToolMiss,
 )
-from records.normalise import normalise
-from records.rollup import catch_up
-from records.store import store_records
+from records.store import partitions, retention
+from records.store.writer import store_records
 from tests.factories import record
 
 NOW = timezone.now()
@@ -295,8 +296,8 @@ def test_a_late_record_of_an_expired_state_moves_nothing_it_did_not_count(alice,
     catch_up()
     retention.expire(NOW)
     assert not state_runs(Classification) and not state_runs(ToolDecision)
-    classifications, links = kind_total(keys.CLASSIFICATION), kind_total(keys.TOOL_LINK)
-    verdicts = kind_total(keys.VERDICT)
+    classifications, links = kind_total(rollup_keys.CLASSIFICATION), kind_total(rollup_keys.TOOL_LINK)
+    verdicts = kind_total(rollup_keys.VERDICT)
     assert classifications == 1 and links > 0
 
     # A re-asked rung-1 attempt of the expired call and an outcome of the expired decision,
@@ -309,9 +310,9 @@ def test_a_late_record_of_an_expired_state_moves_nothing_it_did_not_count(alice,
     assert store(alice, *late).accepted == 2
     catch_up()
 
-    assert kind_total(keys.VERDICT) == verdicts + 1  # the record itself counts
-    assert kind_total(keys.CLASSIFICATION) == classifications  # its call counted once, as before
-    assert kind_total(keys.TOOL_LINK) == links  # an outcome without its pick joins nothing
+    assert kind_total(rollup_keys.VERDICT) == verdicts + 1  # the record itself counts
+    assert kind_total(rollup_keys.CLASSIFICATION) == classifications  # its call counted once, as before
+    assert kind_total(rollup_keys.TOOL_LINK) == links  # an outcome without its pick joins nothing
     assert not Rollup.objects.filter(count__lt=0).exists()
     assert list(ToolMiss.objects.values_list("run_id", "misses")) == [("run-old", 1)]
     # Their new state goes at the next expiry, with the late records themselves.

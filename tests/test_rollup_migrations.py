@@ -16,10 +16,11 @@ import pytest
 from django.apps import apps
 from django.utils import timezone
 
-from records import keys, metrics
-from records.keys import PICK, PICK_ERROR, PICK_LATENCY, RUN_LAST
+from records.contract import rollup_keys
+from records.contract.rollup_keys import PICK, PICK_ERROR, PICK_LATENCY, RUN_LAST
+from records.contract.sketch import Sketch
+from records.metrics import definitions
 from records.models import Grain, Project, Rollup, Run
-from records.sketch import Sketch
 from tests.factories import record
 from tests.test_partition_migration import latest, migrate
 
@@ -92,7 +93,7 @@ def test_the_pick_rows_latencies_become_one_merged_row_per_model_and_bucket(migr
     assert all(r.sketch == {} and r.latency_sum == 0 for r in picks)
     # The metric reads the merged rows: the p95 of every latency of the minute, both kinds and
     # every skip reason.
-    got = metrics.query_metric(project_id=project.pk, name="classifier_latency_p95",
+    got = definitions.query_metric(project_id=project.pk, name="classifier_latency_p95",
                                interval="minute", start=T0, end=T0 + timedelta(minutes=1),
                                group_by="model", models=["haiku"])  # fmt: skip
     want = Sketch()
@@ -217,8 +218,8 @@ def _turns(n: int, start: datetime, agent: str) -> list[dict]:
 def _store_as_before(project: Project, raws: list[dict], now: datetime) -> int:
     """Store the turns as the derivation before 0026 did: a hybrid turn of plain text and no
     call was a `chat`. Returns how many were so."""
-    from records.normalise import normalise
-    from records.store import store_records
+    from records.contract.normalise import normalise
+    from records.store.writer import store_records
 
     rows, old = [], 0
     for raw in raws:
@@ -226,8 +227,8 @@ def _store_as_before(project: Project, raws: list[dict], now: datetime) -> int:
         derived = orjson.loads(row.derived_json)
         if derived["protocol"] == "hybrid" and derived["decision"] == "unparseable":
             derived["decision"] = "chat"
-            key = {**keys.decode(keys.TURN, row.rollup_key), "decision": "chat"}
-            row = dataclasses.replace(row, outcome="chat", rollup_key=keys.encode(keys.TURN, key),
+            key = {**rollup_keys.decode(rollup_keys.TURN, row.rollup_key), "decision": "chat"}
+            row = dataclasses.replace(row, outcome="chat", rollup_key=rollup_keys.encode(rollup_keys.TURN, key),
                                       derived_json=orjson.dumps(derived).decode())  # fmt: skip
             old += 1
         rows.append(row)
@@ -247,7 +248,7 @@ def _rollups() -> tuple[dict[tuple, tuple], dict[tuple, float]]:
 def _decisions(project: Project, day: datetime) -> dict[tuple, int]:
     """Turns by (decision, protocol) over two days, as the metrics API counts them from the
     rollups."""
-    got = metrics.query_metric(project_id=project.pk, name="invented_tool_rate", interval="day",
+    got = definitions.query_metric(project_id=project.pk, name="invented_tool_rate", interval="day",
                                start=day, end=day + timedelta(days=2))  # fmt: skip
     return {(t["group"]["decision"], t["group"]["protocol"]): t["count"] for t in got["totals"]}
 
@@ -258,10 +259,10 @@ def test_stored_hybrid_turns_of_plain_text_read_as_envelope_turns_after_migratin
 ):
     """0026: the stored hybrid turns are derived again, and the turns already folded in move
     to their new rollup rows; those not folded yet are folded with their new derivation."""
-    from records import rollup
+    from records import catchup
+    from records.catchup.rebuild import rebuild
+    from records.contract.normalise import normalise
     from records.models import Record, Watermark
-    from records.normalise import normalise
-    from records.rebuild import rebuild
 
     migrated_back(BEFORE_HYBRID)
     now = timezone.now()
@@ -270,17 +271,17 @@ def test_stored_hybrid_turns_of_plain_text_read_as_envelope_turns_after_migratin
     # Two projects in two catch-up lanes, so that one lane's watermark passes the other's.
     acme, globex = Project.objects.create(name="acme"), Project.objects.create(name="globex")
     lanes = 2
-    assert rollup.lane_of(acme.pk, lanes) != rollup.lane_of(globex.pk, lanes)
+    assert catchup.lane_of(acme.pk, lanes) != catchup.lane_of(globex.pk, lanes)
     old = _store_as_before(acme, _turns(60, start, "bot"), now)
     old += _store_as_before(globex, _turns(40, start, "crawler"), now)
-    rollup.catch_up(lanes=lanes)
+    catchup.catch_up(lanes=lanes)
     # Stored after that pass: acme's lane folds them, globex's do not.
     old += _store_as_before(acme, _turns(30, start + timedelta(minutes=1), "bot"), now)
     old += _store_as_before(globex, _turns(20, start + timedelta(minutes=1), "bot"), now)
-    rollup.catch_up(lane=rollup.lane_of(acme.pk, lanes), lanes=lanes)
+    catchup.catch_up(lane=catchup.lane_of(acme.pk, lanes), lanes=lanes)
     marks = dict(Watermark.objects.values_list("name", "last_id"))
     latest_globex = Record.objects.filter(project=globex).order_by("-id")[0].id
-    assert marks[rollup.lane_name(rollup.lane_of(globex.pk, lanes), lanes)] < latest_globex
+    assert marks[catchup.lane_name(catchup.lane_of(globex.pk, lanes), lanes)] < latest_globex
     assert old > 10
     assert _decisions(acme, day)[("chat", "hybrid")] > 0
     assert ("unparseable", "hybrid") not in _decisions(acme, day)
@@ -304,13 +305,13 @@ def test_stored_hybrid_turns_of_plain_text_read_as_envelope_turns_after_migratin
         (r.outcome, r.data["protocol"]) for r in Record.objects.filter(project=acme)
     )
     assert ("chat", "hybrid") in migrated  # the envelopes that name a chat step
-    rollup.catch_up(lanes=lanes)
+    catchup.catch_up(lanes=lanes)
     assert _decisions(acme, day) == migrated
     after, latencies = _rollups()
 
     # What a rebuild from the records writes, row for row.
     rebuild({model.__name__: model for model in apps.get_app_config("records").get_models()})
-    rollup.catch_up(lanes=lanes)
+    catchup.catch_up(lanes=lanes)
     rebuilt, rebuilt_latencies = _rollups()
     assert rebuilt == after
     assert rebuilt_latencies == pytest.approx(latencies, abs=1e-6)

@@ -15,9 +15,11 @@ import pytest
 from django.apps import apps
 from django.utils import timezone
 
-from records import rollup
-from records.buckets import truncate
-from records.keys import RUN_LAST
+from records import catchup
+from records.catchup import batch, passes, reads, streak_fold
+from records.catchup.rebuild import reset_rollups
+from records.contract.buckets import truncate
+from records.contract.rollup_keys import RUN_LAST
 from records.models import (
     Classification,
     Grain,
@@ -29,7 +31,6 @@ from records.models import (
     StreakSegment,
     Watermark,
 )
-from records.rebuild import reset_rollups
 from tests import rollup_data
 from tests.conftest import Persona, database_url
 from tests.factories import record
@@ -68,7 +69,7 @@ def totals(body, field="model"):
 def mix(alice):
     records = rollup_data.build()
     ingest(alice, records)
-    assert rollup.catch_up() == len(records)
+    assert catchup.catch_up() == len(records)
     return records
 
 
@@ -214,7 +215,7 @@ def _snapshot(project):
             r.tokens_in,
             r.tokens_out,
             round(r.latency_sum, 6),
-            sorted(r.sketch.items()),  # {"z": zeros, "<bin>": count, ...} (records.sketch)
+            sorted(r.sketch.items()),  # {"z": zeros, "<bin>": count, ...} (records.contract.sketch)
         )
         for r in Rollup.objects.filter(project=project)
     )
@@ -226,7 +227,7 @@ def _snapshot(project):
     runs = sorted(
         Run.objects.filter(project=project).values_list(
             "run_id",
-            "agent",  # the greatest of its records' (records.rollup._merge_runs)
+            "agent",  # the greatest of its records' (records.catchup.upserts.merge_runs)
             "kind_counts",
             "models_seen",
             "has_swap",
@@ -247,38 +248,38 @@ def _snapshot(project):
 
 def test_two_passes_equal_one(alice):
     ingest(alice, rollup_data.build(400, seed=5))
-    rollup.catch_up()
+    catchup.catch_up()
     once = _snapshot(alice.project)
-    assert rollup.catch_up() == 0
+    assert catchup.catch_up() == 0
     assert _snapshot(alice.project) == once
 
 
 def _forget_rollups(project):
-    """What a rebuild does (records.rebuild.reset_rollups): everything the pass keeps, gone."""
+    """What a rebuild does (records.catchup.rebuild.reset_rollups): everything the pass keeps, gone."""
     reset_rollups({model.__name__: model for model in apps.get_app_config("records").get_models()})
     # Back to just before the project's first record (ids don't restart between tests).
     first = Record.objects.filter(project=project).order_by("id").values_list("id", flat=True)[0]
     # Created if no pass ran yet: a catch-up would otherwise start its lanes at id 0.
-    Watermark.objects.update_or_create(name=rollup.WATERMARK, defaults={"last_id": first - 1})
+    Watermark.objects.update_or_create(name=catchup.WATERMARK, defaults={"last_id": first - 1})
     return first - 1
 
 
 def test_a_pass_interrupted_half_way_leaves_nothing_behind(alice, monkeypatch):
     ingest(alice, rollup_data.build(400, seed=6))
-    rollup.catch_up()
+    catchup.catch_up()
     clean = _snapshot(alice.project)
     start = _forget_rollups(alice.project)
 
     def killed(*args, **kwargs):
         raise RuntimeError("worker killed")
 
-    monkeypatch.setattr(rollup, "_merge_streaks", killed)
+    monkeypatch.setattr(passes, "merge_streaks", killed)
     with pytest.raises(RuntimeError):
-        rollup.run_pass(250)  # dies after writing its rollups
-    assert Watermark.objects.get(name=rollup.WATERMARK).last_id == start
+        catchup.run_pass(250)  # dies after writing its rollups
+    assert Watermark.objects.get(name=catchup.WATERMARK).last_id == start
     assert not Rollup.objects.exists()
     monkeypatch.undo()
-    rollup.catch_up(batch_size=250)
+    catchup.catch_up(batch_size=250)
     assert _snapshot(alice.project) == clean
 
 
@@ -290,10 +291,10 @@ def test_a_worker_killed_in_the_middle_of_a_pass_leaves_nothing_behind(
     this test holds. Nothing of it may remain, and the next pass must give the clean result."""
     records = rollup_data.build(400, seed=6)
     ingest(alice, records)
-    rollup.catch_up()
+    catchup.catch_up()
     clean = _snapshot(alice.project)
     ingest(bob, records)
-    before = Watermark.objects.get(name=rollup.WATERMARK).last_id
+    before = Watermark.objects.get(name=catchup.WATERMARK).last_id
     url = database_url()
     with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as watcher:
         holder.execute(
@@ -301,7 +302,7 @@ def test_a_worker_killed_in_the_middle_of_a_pass_leaves_nothing_behind(
             [bob.project.pk],
         )
         env = dict(os.environ, DATABASE_URL=url, DECISIONBOARD_VAR_DIR=str(tmp_path))
-        code = "from records.rollup import catch_up; catch_up()"
+        code = "from records.catchup import catch_up; catch_up()"
         with open(tmp_path / "pass.log", "w") as log:
             worker = processes.spawn([sys.executable, "manage.py", "shell", "-c", code], env=env,
                                      log=log)  # fmt: skip
@@ -326,23 +327,23 @@ def test_a_worker_killed_in_the_middle_of_a_pass_leaves_nothing_behind(
         while watcher.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", waiting).fetchone():
             assert time.monotonic() < deadline, "the killed pass's backend stayed"
             time.sleep(0.1)
-    assert Watermark.objects.get(name=rollup.WATERMARK).last_id == before
+    assert Watermark.objects.get(name=catchup.WATERMARK).last_id == before
     assert not Rollup.objects.filter(project=bob.project).exists()
     assert not StreakSegment.objects.filter(project=bob.project).exists()
-    rollup.catch_up()
+    catchup.catch_up()
     assert _snapshot(bob.project) == clean
 
 
 def test_out_of_order_arrival_gives_the_same_metrics_and_streaks(alice, bob):
     records = rollup_data.build(600, seed=8)
     ingest(alice, records)
-    rollup.catch_up()
+    catchup.catch_up()
     shuffled = records[:]
     random.Random(1).shuffle(shuffled)
     # Arrive shuffled and in several passes, so later passes bring verdicts from the past.
     for start in range(0, len(shuffled), 150):
         ingest(bob, shuffled[start : start + 150])
-        rollup.catch_up()
+        catchup.catch_up()
     assert _snapshot(bob.project) == _snapshot(alice.project)
 
 
@@ -356,9 +357,9 @@ def test_each_folded_run_counts_once_in_the_buckets_of_its_last_record(alice):
     random.Random(2).shuffle(records)
     for start in range(0, len(records), 100):
         ingest(alice, records[start : start + 100])
-        rollup.catch_up()
+        catchup.catch_up()
     ingest(alice, [late_end])
-    rollup.catch_up()
+    catchup.catch_up()
     stored = Rollup.objects.filter(project=alice.project, kind=RUN_LAST)
     for grain in Grain:
         got = {(r.bucket, r.agent): r.count for r in stored.filter(grain=grain)}
@@ -372,9 +373,9 @@ def test_each_folded_run_counts_once_in_the_buckets_of_its_last_record(alice):
 
 def test_a_late_record_lands_in_its_own_bucket(alice):
     ingest(alice, [record(ts="2026-11-20T09:30:00Z")])
-    rollup.catch_up()
+    catchup.catch_up()
     ingest(alice, [record(ts="2026-11-20T08:10:00Z")])
-    rollup.catch_up()
+    catchup.catch_up()
     body = metric(alice, "records", interval="hour")
     assert [(p["t"], p["value"]) for p in body["series"][0]["points"]] == [
         ("2026-11-20T08:00:00Z", 1),
@@ -386,7 +387,7 @@ def test_it_reports_freshness_with_every_metric(alice):
     ingest(alice, [record(), record()])
     body = metric(alice, "records")
     assert body["freshness"]["pending"] is True and body["freshness"]["lag_seconds"] >= 0
-    rollup.catch_up()
+    catchup.catch_up()
     body = metric(alice, "records")
     assert body["freshness"]["pending"] is False and body["freshness"]["lag_seconds"] == 0
 
@@ -474,7 +475,7 @@ def test_the_catch_up_keeps_its_tables_analysed_as_they_grow(postgres, alice):
 
     records = rollup_data.build(600, seed=2)
     ingest(alice, records)
-    rollup.catch_up()
+    catchup.catch_up()
     holding = {
         f"records_record_p{day:%Y%m%d}"
         for day in Record.objects.filter(project=alice.project).dates("ts", "day")
@@ -503,8 +504,8 @@ def test_the_catch_up_keeps_its_tables_analysed_as_they_grow(postgres, alice):
         )
         cursor.execute("UPDATE pg_class SET reltuples = 7 WHERE relname = %s", [untouched])
         cursor.execute("UPDATE pg_class SET reltuples = -1 WHERE relname = 'records_record'")
-    assert not rollup.analyze_if_grown()  # 600 records: under the default threshold
-    assert rollup.analyze_if_grown(min_records=500)
+    assert not catchup.analyze_if_grown()  # 600 records: under the default threshold
+    assert catchup.analyze_if_grown(min_records=500)
     estimated = leaves()
     # Analysed: the planner now knows how many rows each holds (every one of them is in a
     # partition holding alice's; other tests' rows may be there too).
@@ -521,10 +522,10 @@ def test_the_catch_up_keeps_its_tables_analysed_as_they_grow(postgres, alice):
             "WHERE tablename = ANY(%s) AND attname = 'ts'",
             [sorted(holding)],
         )
-        assert cursor.fetchone()[0] == rollup.ANALYZE_STATISTICS_TARGET + 1
+        assert cursor.fetchone()[0] == catchup.ANALYZE_STATISTICS_TARGET + 1
         cursor.execute("SHOW default_statistics_target")
         assert cursor.fetchone()[0] == "100"  # set for the catch-up's ANALYZE only
-    assert not rollup.analyze_if_grown(min_records=500)  # nothing grew since
+    assert not catchup.analyze_if_grown(min_records=500)  # nothing grew since
 
 
 def test_the_streak_recompute_reads_the_verdict_indexes_without_statistics(postgres, alice):
@@ -536,7 +537,7 @@ def test_the_streak_recompute_reads_the_verdict_indexes_without_statistics(postg
 
     records = rollup_data.build(600, seed=2)
     ingest(alice, records)
-    rollup.catch_up()
+    catchup.catch_up()
     verdicts = Record.objects.filter(project=alice.project, kind="classifier.verdict")
     keys = sorted({(m, truncate(ts, "minute")) for m, ts in verdicts.values_list("model", "ts")})
     broken = verdicts.filter(outcome="parse_error").count()
@@ -584,7 +585,7 @@ def test_the_streak_recompute_reads_the_verdict_indexes_without_statistics(postg
         # The query the recompute runs on PostgreSQL, run: each scan's loops are counted.
         params = {"project": alice.project.id, "last_id": 10**12,
                   "models": [m for m, _ in keys], "minutes": [b for _, b in keys]}  # fmt: skip
-        cursor.execute("EXPLAIN (ANALYZE, COSTS OFF) " + rollup._SEGMENTS_SQL, params)
+        cursor.execute("EXPLAIN (ANALYZE, COSTS OFF) " + streak_fold._SEGMENTS_SQL, params)
         plan = "\n".join(line for (line,) in cursor.fetchall())
         # For a failure's message: the data's partitions and their indexes, valid or not.
         cursor.execute(
@@ -625,18 +626,18 @@ def test_the_streak_recompute_runs_without_parallel_workers(postgres, alice):
                       data={"outcome": "parse_error", "model": "m", "seatModel": "m"})  # fmt: skip
 
     ingest(alice, [verdict(0, 30)])
-    rollup.catch_up()
+    catchup.catch_up()
     seen = []
 
     def showing_the_setting(execute, sql, params, many, context):
-        if sql == rollup._SEGMENTS_SQL:
+        if sql == streak_fold._SEGMENTS_SQL:
             context["cursor"].cursor.execute("SHOW max_parallel_workers_per_gather")
             seen.append(context["cursor"].cursor.fetchone()[0])
         return execute(sql, params, many, context)
 
     ingest(alice, [verdict(1, 10)])  # late within its minute: the minute is recomputed
     with postgres.execute_wrapper(showing_the_setting):
-        rollup.catch_up()
+        catchup.catch_up()
     assert seen == ["0"]
     assert Streak.objects.get(project=alice.project, model="m").current == 2
 
@@ -672,7 +673,7 @@ def _minute_rollups(name: str, **fields) -> Project:
 def test_the_catch_up_vacuums_the_tables_its_passes_update(transactional_db, postgres):
     """Updated rows leave dead versions that every index scan visits until a VACUUM; with
     autovacuum off (or a minute away) the catch-up vacuums its own tables once they pass
-    autovacuum's rule (records.rollup.vacuum_if_churned)."""
+    autovacuum's rule (records.catchup.housekeeping.vacuum_if_churned)."""
     from django.db.models import F
 
     project = _minute_rollups("churn")
@@ -684,12 +685,12 @@ def test_the_catch_up_vacuums_the_tables_its_passes_update(transactional_db, pos
     with postgres.cursor() as cursor:
         dead, vacuums = _rollup_table_stats(cursor, "n_dead_tup", "vacuum_count")
         assert dead >= 6_000
-        assert Rollup._meta.db_table not in rollup.vacuum_if_churned(min_dead=dead + 1)
-        rollup.catch_up()  # nothing to fold; it vacuums what churned
+        assert Rollup._meta.db_table not in catchup.vacuum_if_churned(min_dead=dead + 1)
+        catchup.catch_up()  # nothing to fold; it vacuums what churned
         after, vacuumed = _rollup_table_stats(cursor, "n_dead_tup", "vacuum_count")
     assert vacuumed == vacuums + 1
     assert after < 100
-    assert Rollup._meta.db_table not in rollup.vacuum_if_churned()  # nothing since
+    assert Rollup._meta.db_table not in catchup.vacuum_if_churned()  # nothing since
 
 
 def test_a_rollup_row_updated_in_place_writes_no_index_entry(transactional_db, postgres):
@@ -710,25 +711,25 @@ def test_a_rollup_row_updated_in_place_writes_no_index_entry(transactional_db, p
 
 
 def test_a_pass_read_in_chunks_equals_small_passes(alice, monkeypatch):
-    """A pass streams its records in chunks (records.rollup._fetch): one large pass over many
+    """A pass streams its records in chunks (records.catchup.reads.fetch_records): one large pass over many
     chunks gives what many small passes give."""
     records = rollup_data.build(700, seed=11)
     ingest(alice, records)
     # From just before the project's first record: passes of 50 ids from 0 would have to walk
     # every id that earlier tests used up (ids don't restart), within the catch-up's 50 s.
     _forget_rollups(alice.project)
-    assert rollup.catch_up(batch_size=50) == len(records)
+    assert catchup.catch_up(batch_size=50) == len(records)
     small = _snapshot(alice.project)
     _forget_rollups(alice.project)
-    monkeypatch.setattr(rollup, "_CHUNK", 64)  # 700 and more records: a dozen chunks, one pass
-    assert rollup.catch_up(batch_size=10_000) == len(records)
+    monkeypatch.setattr(reads, "CHUNK", 64)  # 700 and more records: a dozen chunks, one pass
+    assert catchup.catch_up(batch_size=10_000) == len(records)
     assert _snapshot(alice.project) == small
 
 
 def test_the_catch_up_loads_timestamps_as_django_does(postgres):
-    """records.sqlfunctions.fast_timestamps swaps Django's Python timestamptz loader for
+    """records.store.sqlfunctions.fast_timestamps swaps Django's Python timestamptz loader for
     psycopg's C one: the same aware datetimes, tzinfo included, to the microsecond."""
-    from records.sqlfunctions import fast_timestamps
+    from records.store.sqlfunctions import fast_timestamps
 
     sql = (
         "SELECT t FROM (VALUES ('2026-11-20 23:59:59.999999+00'::timestamptz), "
@@ -753,16 +754,16 @@ def _readers_alive() -> list:
 
 
 def test_a_fold_that_fails_mid_read_leaves_nothing_behind_and_no_reader(alice, monkeypatch):
-    """The pass's rows are read ahead by a thread (records.rollup._read_ahead): a fold that
+    """The pass's rows are read ahead by a thread (records.catchup.reads.read_ahead): a fold that
     fails half way through them stops it before the transaction rolls back, and the next
     pass, on the same connection, folds everything as if nothing had happened."""
     ingest(alice, rollup_data.build(700, seed=12))
-    rollup.catch_up()
+    catchup.catch_up()
     clean = _snapshot(alice.project)
     start = _forget_rollups(alice.project)
-    monkeypatch.setattr(rollup, "_CHUNK", 64)
+    monkeypatch.setattr(reads, "CHUNK", 64)
     folded = 0
-    add = rollup._Batch.add
+    add = batch.Batch.add
 
     def dies_half_way(self, row):
         nonlocal folded
@@ -771,14 +772,14 @@ def test_a_fold_that_fails_mid_read_leaves_nothing_behind_and_no_reader(alice, m
             raise RuntimeError("worker killed")
         add(self, row)
 
-    monkeypatch.setattr(rollup._Batch, "add", dies_half_way)
+    monkeypatch.setattr(batch.Batch, "add", dies_half_way)
     with pytest.raises(RuntimeError):
-        rollup.run_pass(10_000)
+        catchup.run_pass(10_000)
     assert _readers_alive() == []
-    assert Watermark.objects.get(name=rollup.WATERMARK).last_id == start
+    assert Watermark.objects.get(name=catchup.WATERMARK).last_id == start
     assert not Rollup.objects.exists()
-    monkeypatch.setattr(rollup._Batch, "add", add)
-    rollup.catch_up(batch_size=10_000)
+    monkeypatch.setattr(batch.Batch, "add", add)
+    catchup.catch_up(batch_size=10_000)
     assert _snapshot(alice.project) == clean
     assert _readers_alive() == []
 
@@ -796,7 +797,7 @@ def test_a_database_error_while_reading_ahead_is_raised_as_djangos(postgres):
             raise chunk
         return chunk
 
-    read = rollup._read_ahead(fetch, 10)
+    read = reads.read_ahead(fetch, 10)
     assert next(read) == [(1,)]
     with pytest.raises(OperationalError, match="server closed"):
         next(read)
@@ -837,14 +838,14 @@ def test_late_verdicts_count_in_the_streak_once_the_workers_settle_interval_pass
     assert streak() == (1, 1, 1)
     assert StreakSegment.objects.filter(dirty=True).count() == 1
     # Once the interval has passed since the lane's last recompute, the next call counts it.
-    Watermark.objects.filter(name=rollup.streaks_folded_name(0, 1)).update(
-        last_pass_at=timezone.now() - timedelta(seconds=rollup.STREAK_SETTLE_SECONDS + 1)
+    Watermark.objects.filter(name=catchup.streaks_folded_name(0, 1)).update(
+        last_pass_at=timezone.now() - timedelta(seconds=catchup.STREAK_SETTLE_SECONDS + 1)
     )
     catch_up_task.apply()
     assert streak() == (1, 2, 0)
     # A direct catch-up (management commands, tests) always recomputes.
     ingest(alice, [_verdict("2026-11-20T09:00:12Z", "ruled")])
-    rollup.catch_up()
+    catchup.catch_up()
     assert streak() == (1, 1, 0)
 
 
@@ -859,7 +860,7 @@ def test_a_long_recompute_of_late_minutes_waits_in_proportion_before_the_next(al
     catch_up_task.apply()
     ingest(alice, [_verdict("2026-11-20T09:00:20Z", "ruled")])
     catch_up_task.apply()  # recomputed at once (the lane's first), and timed
-    folded = Watermark.objects.get(name=rollup.streaks_folded_name(0, 1))
+    folded = Watermark.objects.get(name=catchup.streaks_folded_name(0, 1))
     assert folded.last_id >= 0 and folded.last_pass_at is not None
     # As if that recompute had taken 5 s and ended 15 s ago: past the settle interval (10 s),
     # not past 4 x 5 s.
@@ -870,7 +871,7 @@ def test_a_long_recompute_of_late_minutes_waits_in_proportion_before_the_next(al
     catch_up_task.apply()
     assert StreakSegment.objects.filter(dirty=True).count() == 1
     Watermark.objects.filter(pk=folded.pk).update(
-        last_pass_at=timezone.now() - timedelta(seconds=rollup.STREAK_COST_SHARE * 5 + 1)
+        last_pass_at=timezone.now() - timedelta(seconds=catchup.STREAK_COST_SHARE * 5 + 1)
     )
     catch_up_task.apply()
     assert StreakSegment.objects.filter(dirty=True).count() == 0
@@ -889,10 +890,10 @@ def test_passes_go_on_while_late_streak_minutes_are_recomputed(transactional_db,
     sent = [_verdict("2026-11-20T09:00:10Z", "parse_error"),
             _verdict("2026-11-20T09:00:30Z", "parse_error")]  # fmt: skip
     ingest(alice, sent)
-    rollup.catch_up()
+    catchup.catch_up()
     sent.append(_verdict("2026-11-20T09:00:20Z", "ruled"))  # late: its minute is dirty
     ingest(alice, sent[-1:])
-    rollup.run_pass(1000)
+    catchup.run_pass(1000)
     assert StreakSegment.objects.filter(dirty=True).count() == 1
     meanwhile = [
         _verdict("2026-11-20T09:00:15Z", "parse_error"),  # into the minute being read
@@ -903,11 +904,11 @@ def test_passes_go_on_while_late_streak_minutes_are_recomputed(transactional_db,
     def pass_meanwhile():
         try:
             ingest(alice, meanwhile)
-            passed.append(rollup.run_pass(1000).records)
+            passed.append(catchup.run_pass(1000).records)
         finally:
             connection.close()
 
-    read = rollup._dirty_segments
+    read = streak_fold._dirty_segments
 
     def read_then_pass(keys, last_id):
         minutes = read(keys, last_id)
@@ -918,12 +919,12 @@ def test_passes_go_on_while_late_streak_minutes_are_recomputed(transactional_db,
         return minutes
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(rollup, "_dirty_segments", read_then_pass)
-        assert rollup.fold_dirty_streaks() == 0  # its one minute was marked again meanwhile
+        patch.setattr(streak_fold, "_dirty_segments", read_then_pass)
+        assert catchup.fold_dirty_streaks() == 0  # its one minute was marked again meanwhile
     assert passed == [2]
     dirty = StreakSegment.objects.get(dirty=True)
-    assert (dirty.bucket.minute, dirty.dirty_upto) == (0, rollup.folded_upto())
-    assert rollup.fold_dirty_streaks() == 1
+    assert (dirty.bucket.minute, dirty.dirty_upto) == (0, catchup.folded_upto())
+    assert catchup.fold_dirty_streaks() == 1
     assert not StreakSegment.objects.filter(dirty=True).exists()
     # In ts order: broken :10, broken :15, ruled :20, broken :30, broken 09:01:05. Stored
     # without the :15 verdict, the longest would stay 1.
@@ -934,9 +935,9 @@ def test_passes_go_on_while_late_streak_minutes_are_recomputed(transactional_db,
 def test_recomputed_minutes_equal_their_verdicts_folded_in_order(alice):
     """Late verdicts with equal timestamps, keys of mixed case and every verdict class, in
     shuffled batches: each minute's stored segment and each model's streak equal
-    records.streaks.of_verdicts over the verdicts in (ts, key) code point order. (On
+    records.contract.streak_segments.of_verdicts over the verdicts in (ts, key) code point order. (On
     PostgreSQL the recompute computes the segments in SQL; on SQLite in Python.)"""
-    from records import streaks
+    from records.contract import streak_segments
     from tests.factories import BASE_TS
 
     rng = random.Random(7)
@@ -958,18 +959,18 @@ def test_recomputed_minutes_equal_their_verdicts_folded_in_order(alice):
         folded.setdefault(model, []).append((verdict_class, ts, out["id"]))
     for i in range(0, 600, 150):
         ingest(alice, sent[i : i + 150])
-        rollup.catch_up()
+        catchup.catch_up()
     assert not StreakSegment.objects.filter(dirty=True).exists()
     for model, verdicts in folded.items():
         verdicts.sort(key=lambda v: (v[1], v[2]))
         for minute in range(3):
             start = BASE_TS + timedelta(minutes=minute)
-            want = streaks.of_verdicts(
+            want = streak_segments.of_verdicts(
                 v for v in verdicts if start <= v[1] < start + timedelta(minutes=1)
             )
             stored = StreakSegment.objects.get(model=model, grain="minute", bucket=start)
-            assert rollup._segment(stored) == want, (model, minute)
-        whole = streaks.of_verdicts(verdicts)
+            assert streak_fold._segment(stored) == want, (model, minute)
+        whole = streak_segments.of_verdicts(verdicts)
         streak = Streak.objects.get(project=alice.project, model=model)
         assert (streak.current, streak.longest, streak.last_broken_at) == (
             whole.current, whole.longest, whole.last_broken_at
@@ -986,8 +987,8 @@ def test_a_read_of_one_kind_walks_that_kinds_rollups_only(postgres, alice, analy
 
     from django.test.utils import CaptureQueriesContext
 
-    from records import reader
-    from records.keys import PICK_LATENCY
+    from records.contract.rollup_keys import PICK_LATENCY
+    from records.metrics import reader
 
     start = timezone.now().replace(second=0, microsecond=0) - timedelta(days=1)
     kinds = [PICK_LATENCY, *(f"kind{k}" for k in range(23))]

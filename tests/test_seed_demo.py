@@ -12,11 +12,11 @@ import orjson
 import pytest
 from django.core.management import CommandError, call_command
 
-from records.demo import generate_records
-from records.kinds import KIND_NAMES
+from records.contract.kinds import KIND_NAMES
+from records.contract.normalise import NormalisedRecord, normalise
+from records.contract.schema import NOTICE_DETAILS
+from records.demo.generator import generate_records
 from records.models import Project, Record, Run
-from records.normalise import NormalisedRecord, normalise
-from records.schema import NOTICE_DETAILS
 
 END = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 SPAN = timedelta(days=1)

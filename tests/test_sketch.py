@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from records.sketch import Sketch
+from records.contract.sketch import Sketch
 
 
 def exact(values, q):

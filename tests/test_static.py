@@ -9,7 +9,7 @@ import pytest
 from django.templatetags.static import static
 from django.test import Client
 
-from dashboard.staticfiles import ensure_collected, is_current
+from dashboard.http.staticfiles import ensure_collected, is_current
 
 
 @pytest.fixture

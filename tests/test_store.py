@@ -8,9 +8,9 @@ import psycopg
 import pytest
 from django.db import transaction
 
+from records.contract.normalise import normalise
 from records.models import Record
-from records.normalise import normalise
-from records.store import store_records
+from records.store.writer import store_records
 from tests.conftest import database_url
 from tests.factories import record
 
@@ -59,7 +59,7 @@ def test_ingest_never_waits_for_a_catch_up_pass_that_updated_the_run(
 ):
     store_records(alice.project.pk, [normalise(record(run_id="busy"), now=NOW)], NOW)
     with psycopg.connect(database_url()) as catch_up:
-        # A pass has updated the run (records.rollup._merge_runs) and not committed yet.
+        # A pass has updated the run (records.catchup.upserts.merge_runs) and not committed yet.
         catch_up.execute("UPDATE records_run SET record_count = 1 WHERE run_id = 'busy'")
         with postgres.cursor() as cursor:
             cursor.execute("SET lock_timeout = '2s'")  # waiting would fail the batch

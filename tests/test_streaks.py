@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from records import streaks
+from records.contract import streak_segments
 
 T0 = datetime(2026, 11, 20, tzinfo=UTC)
 
@@ -40,7 +40,7 @@ def test_any_split_folds_to_the_streak_of_the_whole_sequence(seed):
     classes, verdicts = random_verdicts(rng, [3, 1, 4, 1], most=60)
     cuts = sorted(rng.sample(range(len(verdicts) + 1), k=min(5, len(verdicts) + 1)))
     pieces = [verdicts[a:b] for a, b in zip([0, *cuts], [*cuts, len(verdicts)], strict=True)]
-    folded = streaks.fold(streaks.of_verdicts(p) for p in pieces)
+    folded = streak_segments.fold(streak_segments.of_verdicts(p) for p in pieces)
     assert (folded.current, folded.longest) == walk(classes)
     broken = [ts for c, ts, _ in verdicts if c == "parse_error"]
     assert folded.last_broken_at == (max(broken) if broken else None)
@@ -52,14 +52,14 @@ def test_an_unavailable_classifier_leaves_the_streak_alone():
         ("unavailable", T0 + timedelta(1), "b"),
         ("parse_error", T0 + timedelta(2), "c"),
     ]
-    seg = streaks.of_verdicts(seq)
+    seg = streak_segments.of_verdicts(seq)
     assert (seg.current, seg.longest) == (2, 2)
 
 
 def test_the_minutes_a_late_verdict_reread_are_read_as_few_spans():
     from datetime import UTC, datetime, timedelta
 
-    from records.rollup import _spans
+    from records.catchup.streak_fold import _spans
 
     t = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
     m = timedelta(minutes=1)
@@ -78,4 +78,4 @@ def test_the_minutes_a_late_verdict_reread_are_read_as_few_spans():
 @pytest.mark.parametrize("seed", range(40))
 def test_a_minutes_verdicts_walked_at_once_equal_the_fold_of_each_verdict(seed):
     _, verdicts = random_verdicts(random.Random(seed), [3, 1, 4, 2], most=40)
-    assert streaks.of_verdicts(verdicts) == streaks.fold(streaks.of_verdict(*v) for v in verdicts)
+    assert streak_segments.of_verdicts(verdicts) == streak_segments.fold(streak_segments.of_verdict(*v) for v in verdicts)

@@ -1,4 +1,4 @@
-"""The time-range control's reading of the URL (dashboard.timerange) and the periods it makes."""
+"""The time-range control's reading of the URL (dashboard.web.timerange) and the periods it makes."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dashboard import figures
-from dashboard.rollups import get_period, overview_range
-from dashboard.timerange import CUSTOM, TimeRange, in_progress, jump_query, parse_range
-from records.filters import FilterError
+from dashboard.charts import figures
+from dashboard.queries.page_rollups import get_period, overview_range
+from dashboard.web.timerange import CUSTOM, TimeRange, in_progress, jump_query, parse_range
+from records.contract.filters import FilterError
 
 NOW = datetime(2026, 12, 1, 10, 17, 30, tzinfo=UTC)
 

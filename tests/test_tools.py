@@ -18,11 +18,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from alerts.windows import Query, fold, read_window
-from dashboard import tool_rollups
-from records import rollup, tools, toolstats
-from records.keys import TOOL_KINDS
+from dashboard.queries import tool_queries
+from records import catchup
+from records.catchup import tool_funnel
+from records.catchup.rebuild import reset_rollups
+from records.contract.rollup_keys import TOOL_KINDS
+from records.metrics import tool_stats
 from records.models import Grain, Rollup, ToolDecision, ToolMiss
-from records.rebuild import reset_rollups
 from tests import tool_oracle as oracle
 from tests.factories import BASE_TS, record
 from tests.oracle import approx, iso, lower_rank
@@ -43,8 +45,8 @@ def _post(persona, records, passes_every=None, batch=200):
         )
         assert response.status_code == 200, response.content
         if passes_every and i % passes_every == passes_every - 1:
-            rollup.run_pass(150)
-    rollup.catch_up()
+            catchup.run_pass(150)
+    catchup.catch_up()
 
 
 @pytest.fixture
@@ -75,10 +77,10 @@ STAGES = ("offered", "ranked", "served", "narrowed_out", "door", "chosen", "call
 def test_the_tools_page_counts_what_the_oracle_counts(world):
     persona, records = world
     want = oracle.funnel(records, START, END)
-    page = tool_rollups.tools_page(persona.project.pk, END, PERIOD, [])
-    rows = tool_rollups._tool_rows(persona.project.pk, "hour", START, END, [],
+    page = tool_queries.tools_page(persona.project.pk, END, PERIOD, [])
+    rows = tool_queries._tool_rows(persona.project.pk, "hour", START, END, [],
                                    keep=("kind", "key"))  # fmt: skip
-    got = toolstats.tool_stats(rows)
+    got = tool_stats.tool_stats(rows)
     assert set(got) == set(want)
     for name, stages in want.items():
         s = got[name]
@@ -110,7 +112,7 @@ def test_a_tool_page_shows_its_funnel_models_and_the_runs_that_missed_it(world):
     persona, records = world
     want = oracle.funnel(records, START, END)
     name = oracle.EVIL
-    page = tool_rollups.tool_page(persona.project.pk, END, PERIOD, [], name)
+    page = tool_queries.tool_page(persona.project.pk, END, PERIOD, [], name)
     for stage in STAGES:
         assert getattr(page["stats"], stage) == want[name].get(stage, 0), stage
     for model in oracle.CLASSIFIERS:
@@ -132,10 +134,10 @@ def test_the_missed_runs_come_a_page_at_a_time(world, monkeypatch):
     persona, records = world
     name = oracle.EVIL
     missed = oracle.missed_runs(records, name)
-    monkeypatch.setattr(tool_rollups, "MISSED_RUNS", 2)
+    monkeypatch.setattr(tool_queries, "MISSED_RUNS", 2)
     seen, before = [], None
     while True:
-        page = tool_rollups.missed_runs(persona.project.pk, name, START, END, [], before)
+        page = tool_queries.missed_runs(persona.project.pk, name, START, END, [], before)
         assert len(page["runs"]) <= 2
         seen += [run.run_id for run in page["runs"]]
         before = page["next"]
@@ -147,7 +149,7 @@ def test_the_missed_runs_come_a_page_at_a_time(world, monkeypatch):
 # --- selection accuracy ---------------------------------------------------------------------------
 def test_selection_accuracy_matches_the_oracle_by_model_and_agent_over_time(world):
     persona, records = world
-    page = tool_rollups.selection_page(persona.project.pk, END, PERIOD, [])
+    page = tool_queries.selection_page(persona.project.pk, END, PERIOD, [])
     for by in ("model", "agent"):
         want = oracle.selection(records, by, "hour")
         for metric, field in (("agreement", "agree"), ("chosen", "chosen")):
@@ -169,7 +171,7 @@ def test_selection_accuracy_matches_the_oracle_by_model_and_agent_over_time(worl
 
 def test_calibration_bins_and_error_match_the_oracle(world):
     persona, records = world
-    page = tool_rollups.selection_page(persona.project.pk, END, PERIOD, [])
+    page = tool_queries.selection_page(persona.project.pk, END, PERIOD, [])
     want = oracle.calibration(records)
     assert set(page["calibration"]) == set(want)
     for model, (bins, ece, n) in want.items():
@@ -213,7 +215,7 @@ def test_the_metrics_api_and_the_alert_engine_read_the_same_calibration(world):
 # --- the narrowing what-if ------------------------------------------------------------------------
 def test_the_narrowing_what_if_matches_the_oracle_overall_by_model_and_by_agent(world):
     persona, records = world
-    page = tool_rollups.narrowing_page(persona.project.pk, END, PERIOD, [])
+    page = tool_queries.narrowing_page(persona.project.pk, END, PERIOD, [])
 
     def same(got, want):
         assert [n for n, _, _ in got.points] == [n for n, _, _ in want]
@@ -232,14 +234,14 @@ def test_the_narrowing_what_if_matches_the_oracle_overall_by_model_and_by_agent(
 
 def test_need_is_the_smallest_top_n_that_serves_every_offered_call():
     offered = ["a", "b", "c", "d"]
-    assert tools.need(offered, ["c", "a", "b"], ["a"]) == 2
-    assert tools.need(offered, ["c", "a", "b"], ["a", "b"]) == 3
-    assert tools.need(offered, ["c", "a", "b"], ["d"]) == 4  # unranked: the full set
-    assert tools.need(offered, ["c", "a"], ["zzz"]) == 0  # never offered: no N misses it
-    assert tools.need(offered, ["x", "c", "c", "a"], ["a"]) == 2  # unoffered, repeated names
-    assert tools.confidence_bin(1.0) == (9, 1_000_000)
-    assert tools.confidence_bin(-3) == (0, 0)
-    assert tools.confidence_bin(0.35) == (3, 350_000)
+    assert tool_funnel.need(offered, ["c", "a", "b"], ["a"]) == 2
+    assert tool_funnel.need(offered, ["c", "a", "b"], ["a", "b"]) == 3
+    assert tool_funnel.need(offered, ["c", "a", "b"], ["d"]) == 4  # unranked: the full set
+    assert tool_funnel.need(offered, ["c", "a"], ["zzz"]) == 0  # never offered: no N misses it
+    assert tool_funnel.need(offered, ["x", "c", "c", "a"], ["a"]) == 2  # unoffered, repeated names
+    assert tool_funnel.confidence_bin(1.0) == (9, 1_000_000)
+    assert tool_funnel.confidence_bin(-3) == (0, 0)
+    assert tool_funnel.confidence_bin(0.35) == (3, 350_000)
 
 
 # --- arrival order and rebuild --------------------------------------------------------------------
@@ -308,7 +310,7 @@ def test_rebuild_rollups_rebuilds_the_tool_state(world):
     models = {model.__name__: model for model in apps.get_app_config("records").get_models()}
     reset_rollups(models)
     assert not ToolDecision.objects.exists() and not ToolMiss.objects.exists()
-    rollup.catch_up()
+    catchup.catch_up()
     assert _snapshot(persona.project) == before
 
 
@@ -426,12 +428,12 @@ def test_a_tool_only_ever_offered_or_only_called_by_a_turn_has_its_page(known_to
 
 
 def test_whether_a_tool_is_known_is_one_index_probe(known_tools, alice):
-    assert tool_rollups.tool_known(alice.project.pk, "search_docs")
-    assert not tool_rollups.tool_known(alice.project.pk, "search_doc_")
+    assert tool_queries.tool_known(alice.project.pk, "search_docs")
+    assert not tool_queries.tool_known(alice.project.pk, "search_doc_")
     if connection.vendor != "postgresql":
         return  # the plan below is PostgreSQL's
     with CaptureQueriesContext(connection) as probe:
-        tool_rollups.tool_known(alice.project.pk, "never-heard-of")
+        tool_queries.tool_known(alice.project.pk, "never-heard-of")
     (query,) = probe.captured_queries
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")  # a few rows: it would scan them

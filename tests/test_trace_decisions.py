@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from records import otlp
+from records.formats import otlp
 from records.formats import trace_decisions as td
 from tests.otlp_payloads import export, span, span_id
 from tests.test_otlp_mapping import NOW

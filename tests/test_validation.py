@@ -1,4 +1,4 @@
-"""Every rule of the record envelope and the record kinds, checked on `records.normalise`
+"""Every rule of the record envelope and the record kinds, checked on `records.contract.normalise`
 without a database."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from records.kinds import KIND_NAMES
-from records.normalise import Limits, NormalisedRecord, normalise
+from records.contract.kinds import KIND_NAMES
+from records.contract.normalise import Limits, NormalisedRecord, normalise
 from tests.factories import KINDS, record
 
 NOW = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
@@ -416,11 +416,11 @@ RACE = """
 import sys, threading
 from datetime import UTC, datetime, timedelta
 
-from records.demo import generate_records
+from records.demo.generator import generate_records
 
 records = list(generate_records(records=300, runs=3, seed=1, end=datetime.now(UTC),
                                 span=timedelta(minutes=30)))
-from records.normalise import normalise  # imports records.schema, as a web worker's first batch
+from records.contract.normalise import normalise  # imports records.contract.schema, as a web worker's first batch
 
 sys.setswitchinterval(0.0001)  # threads interleave as densely as they can
 start = threading.Barrier(8)
@@ -443,7 +443,7 @@ for thread in threads:
 def test_threads_of_a_fresh_process_validate_their_first_records_together():
     """A fresh web worker's threads validating their first batches at once: with msgspec 0.20
     each process died of a SIGSEGV as two threads built the same Struct's info (20 of 20 runs
-    of this script, before records.schema built them on import)."""
+    of this script, before records.contract.schema built them on import)."""
     import subprocess
     import sys
     from pathlib import Path

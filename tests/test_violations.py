@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from alerts.engine import evaluate_all
 from alerts.models import AlertState
-from records import rollup
+from records import catchup
 from tests.factories import record
 from tests.test_alert_api import RULE, all_key
 from tests.test_pages import alice_page  # noqa: F401 (a fixture)
@@ -37,11 +37,11 @@ def broken(alice):
     client = alice.client()
     response = client.post("/api/v1/records", {"records": [good, bad, first]}, format="json")
     assert response.json() == {"accepted": 3, "duplicates": 0, "rejected": []}
-    rollup.catch_up()
+    catchup.catch_up()
     # The same once-per-run notice again, in a later batch: the catch-up pass flags it.
     again = _notice("n2", "run-bad", (now.replace(second=0)).isoformat())
     assert client.post("/api/v1/records", again, format="json").status_code == 200
-    rollup.catch_up()
+    catchup.catch_up()
     return alice
 
 
@@ -101,5 +101,5 @@ def test_a_replay_counts_a_repeated_notice_once(broken):
     once = violation_rows()
     assert once  # the pick's and the repeated notice's
     _forget_rollups(broken.project)
-    rollup.catch_up()
+    catchup.catch_up()
     assert violation_rows() == once

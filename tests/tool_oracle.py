@@ -1,8 +1,8 @@
 """An independent oracle for the tools pages, selection accuracy and the narrowing what-if, and
 a corpus of tool decisions that tries to fool it.
 
-The oracle reads only the posted dicts (never records.tools, the key codec or the rollups) and
-applies the definitions of records.tools' docstring as written: a decision is the earliest pick
+The oracle reads only the posted dicts (never records.catchup.tool_funnel, the key codec or the rollups) and
+applies the definitions of records.catchup.tool_funnel' docstring as written: a decision is the earliest pick
 and the earliest outcome of one (run_id, iteration) by (ts, id); chosen is the top-ranked tool;
 a miss is a called or wanted tool offered and not served; and so on.
 

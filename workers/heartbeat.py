@@ -8,9 +8,9 @@ rather than unserved."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 

@@ -12,7 +12,7 @@ def beat_schedule(lanes: int) -> dict:
 
 def _catch_up(lanes: int) -> dict:
     # Folds new records into rollups, run summaries and streaks: one task per lane, so that
-    # idle worker processes take the lanes in parallel (records.rollup). Ingest also nudges the
+    # idle worker processes take the lanes in parallel (records.catchup.passes). Ingest also nudges the
     # lane of the project it stored for; this catches up whatever a lost nudge or a broker
     # outage left behind.
     return {
@@ -45,7 +45,7 @@ BEAT_SCHEDULE = {
         "schedule": 900.0,
         "options": {"queue": Queue.DEFAULT, "expires": 900.0},
     },
-    # Expires records, rollups and runs past retention (records.retention), and on PostgreSQL
+    # Expires records, rollups and runs past retention (records.store.retention), and on PostgreSQL
     # creates the days' partitions ahead. Retention counts whole days, so hourly drops a day
     # within the hour of midnight UTC; a run that misses a partition's lock retries next hour.
     "expire-records": {

@@ -15,8 +15,9 @@ from alerts import delivery, engine
 from alerts.transports import TransportError
 from config.outage import DATABASE_UNAVAILABLE
 from ops.instruments import count_alert_tick
-from records import retention, rollup
-from workers import exports, heartbeat
+from records import catchup
+from records.store import retention
+from workers import export_jobs, heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -38,18 +39,18 @@ def heartbeat_task(queue: str = "default") -> None:
 @shared_task(bind=True, ignore_result=True, max_retries=CATCH_UP_RETRIES)
 def catch_up_task(self, lane: int | None = None) -> None:
     # lane None: every lane in turn (a message from before lanes, or a manual run).
-    lanes = rollup.configured_lanes()
+    lanes = catchup.configured_lanes()
     if lane is not None and lane >= lanes:
         # Sent by a beat or web process that counts more lanes than this worker (a rolling
         # change of DECISIONBOARD_CATCHUP_LANES): the lanes this worker knows cover every project.
         log.warning("catch-up lane %s: this worker has %s lanes; skipped", lane, lanes)
         return
     try:
-        rollup.catch_up(
+        catchup.catch_up(
             lane=lane,
             lanes=lanes,
-            streak_settle=rollup.STREAK_SETTLE_SECONDS,
-            spacing=rollup.PASS_SPACING_SECONDS,
+            streak_settle=catchup.STREAK_SETTLE_SECONDS,
+            spacing=catchup.PASS_SPACING_SECONDS,
         )
     except DATABASE_UNAVAILABLE as exc:
         # Each pass moves the watermark in its own transaction, so a pass the outage cut short
@@ -59,12 +60,12 @@ def catch_up_task(self, lane: int | None = None) -> None:
 
 @shared_task(ignore_result=True)
 def export_task(job_id: int) -> None:
-    exports.run_export(job_id)
+    export_jobs.run_export(job_id)
 
 
 @shared_task(ignore_result=True)
 def expire_exports_task() -> None:
-    exports.expire_exports()
+    export_jobs.expire_exports()
 
 
 @shared_task(ignore_result=True)

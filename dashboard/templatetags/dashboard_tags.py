@@ -1,4 +1,4 @@
-"""Inclusion tags and filters of the operator pages (filters wrap dashboard.format)."""
+"""Inclusion tags and filters of the operator pages (filters wrap dashboard.web.format)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from django.utils.html import format_html
 
 from alerts import units
 from alerts.evaluate import SYMBOLS
-from dashboard import figures
-from dashboard import format as fmt
-from dashboard.access import switcher
+from dashboard.charts import figures
+from dashboard.web import format as fmt
+from dashboard.web.access import switcher
 
 register = template.Library()
 
@@ -41,7 +41,7 @@ def metric_threshold(value: float | None, metric: str) -> str:
 
 @register.filter
 def range_field(time_range, which: str) -> str:
-    """A time range's From or To field value (dashboard.timerange.TimeRange.field)."""
+    """A time range's From or To field value (dashboard.web.timerange.TimeRange.field)."""
     return time_range.field(which) if time_range is not None else ""
 
 
@@ -79,7 +79,7 @@ def kpi_tone(kpi) -> str:
 
 @register.inclusion_tag("dashboard/partials/project_switcher.html", takes_context=True)
 def project_switcher(context) -> dict[str, Any]:
-    """The header's project switcher, from the session (dashboard.access): no query."""
+    """The header's project switcher, from the session (dashboard.web.access): no query."""
     request = context.get("request")
     projects, current = switcher(request) if request is not None else ([], None)
     return {

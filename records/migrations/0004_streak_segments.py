@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-from records.sqlfunctions import POSTGRES_DROP, POSTGRES_JSON_ADD
+from records.store.sqlfunctions import POSTGRES_DROP, POSTGRES_JSON_ADD
 
 
 def create_json_add(apps, schema_editor):

@@ -10,7 +10,7 @@ def rebuild(apps, schema_editor):
     # Refusals, hybrid turns, pick-error skips, ladder classifications, violations and the
     # models a record names were corrected or added: derive the stored records
     # again and let the catch-up pass fold them all in anew.
-    from records.rebuild import rebuild as rebuild_all
+    from records.catchup.rebuild import rebuild as rebuild_all
 
     rebuild_all({name: apps.get_model("records", name) for name in _MODELS})
 

@@ -10,9 +10,9 @@ _MODELS = (
 
 
 def refold(apps, schema_editor):
-    # The tool rows (records.tools) are new derived rollup kinds: fold every stored record in
+    # The tool rows (records.catchup.tool_funnel) are new derived rollup kinds: fold every stored record in
     # again so that they cover the past too. The derivations did not change: no re-derive.
-    from records.rebuild import reset_rollups
+    from records.catchup.rebuild import reset_rollups
 
     reset_rollups({name: apps.get_model("records", name) for name in _MODELS})
 

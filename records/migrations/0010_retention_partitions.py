@@ -3,13 +3,13 @@ the records' own index on project_id goes (the (project, ...) indexes serve it).
 
 The existing table, with its data, becomes records_record partitioned by RANGE (ts): one
 partition a UTC day for the days inside the retention window and two ahead, a default partition
-for every other row (older rows are then expired from it in batches by records.retention). The
+for every other row (older rows are then expired from it in batches by records.store.retention). The
 primary key becomes (id, ts), ids and their sequence carry on, and the (project, record_key)
 uniqueness moves to records_recordkey, filled from the table, with the trigger that deletes a
-record's key with it (records.partitions). The copy takes the time of rewriting the table once
+record's key with it (records.store.partitions). The copy takes the time of rewriting the table once
 (about 20 s a million records on a 2-core machine). SQLite keeps its plain table.
 
-Self-contained on purpose: it does not import records.partitions, which may change later.
+Self-contained on purpose: it does not import records.store.partitions, which may change later.
 """
 
 from datetime import UTC, datetime, timedelta

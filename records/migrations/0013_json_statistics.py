@@ -1,12 +1,12 @@
-"""No column statistics on the records' JSON bodies (records.partitions.NO_STATISTICS).
+"""No column statistics on the records' JSON bodies (records.store.partitions.NO_STATISTICS).
 
-ALTER TABLE on the partitioned parent reaches every partition there is; records.partitions
+ALTER TABLE on the partitioned parent reaches every partition there is; records.store.partitions
 sets the same on each partition it creates after. A no-op on SQLite.
 """
 
 from django.db import migrations
 
-# As records.partitions.NO_STATISTICS was when written (a migration does not follow the code).
+# As records.store.partitions.NO_STATISTICS was when written (a migration does not follow the code).
 NO_STATISTICS = "ALTER COLUMN data SET STATISTICS 0, ALTER COLUMN derived SET STATISTICS 0"
 
 

@@ -4,7 +4,7 @@ Until now each pick and pick-error rollup row (one per skip reason) carried the 
 its records, and every read of a classifier latency merged them again: the overview, the
 classifiers page and the metrics API spent most of their Python time there under load. The
 catch-up now writes the merged sketch once, as a `derived.pick_latency` row with key "" and a
-count of the latencies in it (records.keys.PICK_LATENCY), and the pick rows carry none.
+count of the latencies in it (records.contract.rollup_keys.PICK_LATENCY), and the pick rows carry none.
 
 Forwards: the stored pick rows' sketches and latency sums are merged into those rows, grain by
 grain and bucket by bucket (one bucket's rows in memory at a time), then cleared on the pick

@@ -1,7 +1,7 @@
 """Count the runs already folded in the rollups, in the buckets of their last records.
 
 From now on the catch-up keeps a `derived.run_last` rollup row per (bucket, agent) counting the
-runs whose last record is in the bucket (records.keys.RUN_LAST), and the overview sums those
+runs whose last record is in the bucket (records.contract.rollup_keys.RUN_LAST), and the overview sums those
 instead of counting the runs table over its period (which grew with the runs: ~50 ms for 54,000
 runs in a soak, read from disk). This gives the runs the catch-up already folded (a record
 counted) their counts, at every grain, reading every run once in Python (its time on tens of

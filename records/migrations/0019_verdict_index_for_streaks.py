@@ -6,7 +6,7 @@ writes the whole page to the WAL. Measured with pg_waldump over 40 WAL segments 
 of a 30-minute soak at 10,000 records/s, record_kind_ts wrote 41 % of the WAL (272 of 667 MB;
 41,447 of 62,686 full-page images), as much as the table and every other index but record_ts
 together. Its only reader that needs it is the streak recompute, which reads verdicts
-(records.rollup._verdicts_query); the records list and exports filter a kind along record_ts,
+(records.catchup.streak_fold._verdicts_query); the records list and exports filter a kind along record_ts,
 as they filter an agent or a model.
 
 On PostgreSQL both run on the partitioned records table, so on every partition, each under a

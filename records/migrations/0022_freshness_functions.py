@@ -1,9 +1,9 @@
 """records_newest_id() and records_first_above(id): freshness's two reads of the records table
-with their plans kept per session (records.sqlfunctions.POSTGRES_FRESHNESS). SQLite needs none."""
+with their plans kept per session (records.store.sqlfunctions.POSTGRES_FRESHNESS). SQLite needs none."""
 
 from django.db import migrations
 
-from records.sqlfunctions import POSTGRES_FRESHNESS, POSTGRES_FRESHNESS_DROP
+from records.store.sqlfunctions import POSTGRES_FRESHNESS, POSTGRES_FRESHNESS_DROP
 
 
 def create(apps, schema_editor):

@@ -1,11 +1,11 @@
 """The streak recompute reads a minute's parse errors and probes the verdicts around each
-(records.rollup._SEGMENTS_SQL), instead of reading every verdict of the minute.
+(records.catchup.streak_fold._SEGMENTS_SQL), instead of reading every verdict of the minute.
 
 - record_verdict_model_ts, (project, model, ts) over verdicts, replaces record_verdict_ts,
   (project, ts): each probe is a range of one model's verdicts.
 - record_broken_ts, (project, model, ts) over parse errors only: where a recompute starts.
 - A dirty minute's segment now keeps the end of every verdict folded into it (last_ts,
-  last_key), which the recompute no longer computes (records.rollup._mark_dirty). The minutes
+  last_key), which the recompute no longer computes (records.catchup.streak_fold._mark_dirty). The minutes
   dirty when this runs get theirs from their verdicts; one of a record not folded yet only
   makes the minute late again when the pass folds it, so it is recomputed then.
 

@@ -1,5 +1,5 @@
 """Derive the stored hybrid turns again: a hybrid turn keeps the envelope rules for every text
-(records.derive.derive_turn), so one of plain text and no call, stored until now as `chat`, is
+(records.contract.derive.derive_turn), so one of plain text and no call, stored until now as `chat`, is
 `unparseable`, as the same turn sent as envelope is.
 
 Only hybrid turns are read, WINDOW ids a transaction, and only those whose derived columns
@@ -32,7 +32,7 @@ WINDOW = 5000
 TURN = "turn"
 WATERMARK = "rollups"  # a lane's watermark: "rollups", or "rollups:i/n" with n lanes
 GRAINS = ("minute", "hour", "day")
-# What a record adds to the rollup row of its own kind (records.rollup): the row it goes to
+# What a record adds to the rollup row of its own kind (records.catchup.passes): the row it goes to
 # (model, rollup_key) and what it adds there.
 _CELL_COLUMNS = ("model", "rollup_key", "latency_ms", "tokens_in", "tokens_out")
 
@@ -67,7 +67,7 @@ def _no_delta():
 
 def _move(deltas, record, old, new):
     """Take the record's share from its old row and add it to its new one, at every grain."""
-    from records.sketch import bin_of
+    from records.contract.sketch import bin_of
 
     for sign, cell in ((-1, old), (1, new)):
         latency = cell["latency_ms"]
@@ -130,7 +130,7 @@ def _apply(Rollup, db, deltas):
 
 
 def rederive(apps, schema_editor):
-    from records.rebuild import DERIVED_COLUMNS, derived_columns
+    from records.catchup.rebuild import DERIVED_COLUMNS, derived_columns
 
     Record = apps.get_model("records", "Record")
     Rollup = apps.get_model("records", "Rollup")

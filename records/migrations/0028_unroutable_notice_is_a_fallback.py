@@ -1,4 +1,4 @@
-"""A `route.classifier_unroutable` notice is a fallback (records.fallback_causes): flag the ones
+"""A `route.classifier_unroutable` notice is a fallback (records.contract.fallback_causes): flag the ones
 stored before, and their runs, as ingest flags them now.
 
 The fallbacks page counted these notices as a cause but listed only runs with a swap or a

@@ -41,7 +41,7 @@ SCREENSHOTS = os.environ.get("DECISIONBOARD_SCREENSHOTS", "")
 @pytest.fixture(scope="session")
 def live_server(request) -> Iterator[LiveServer]:
     """pytest-django's live server, with static files served as the product serves them: by
-    WhiteNoise, hashed names from the collected files (dashboard.staticfiles). Django's own
+    WhiteNoise, hashed names from the collected files (dashboard.http.staticfiles). Django's own
     static handler would look them up through the finders, which know no hashed name."""
     server = LiveServer("localhost", start=False)
     server.thread.static_handler = lambda application: application

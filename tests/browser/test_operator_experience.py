@@ -17,8 +17,8 @@ from playwright.sync_api import Page, expect
 
 from alerts import engine
 from alerts.models import Rule
-from records import rollup
-from records.demo import generate_records
+from records import catchup
+from records.demo.generator import generate_records
 from records.models import ApiKey, Membership, Project, Run
 from tests.browser.conftest import Console, screenshot
 from tests.browser.test_pages_in_browser import PASSWORD, charts_drawn, store
@@ -61,7 +61,7 @@ def test_it_charts_two_week_old_data_in_a_custom_range(page: Page, live_server, 
     now = timezone.now().replace(microsecond=0)
     project = Project.objects.create(name="acme")
     old_incident(project, now)
-    rollup.catch_up()
+    catchup.catch_up()
     carol = get_user_model().objects.create_user("carol", password=PASSWORD)
     Membership.objects.create(user=carol, project=project)
     log_in(page, live_server.url, console)
@@ -95,7 +95,7 @@ def test_an_empty_period_offers_the_latest_data(page: Page, live_server, console
     now = timezone.now().replace(microsecond=0)
     project = Project.objects.create(name="acme")
     old_incident(project, now)
-    rollup.catch_up()
+    catchup.catch_up()
     carol = get_user_model().objects.create_user("carol", password=PASSWORD)
     Membership.objects.create(user=carol, project=project)
     log_in(page, live_server.url, console)
@@ -116,7 +116,7 @@ def test_an_empty_period_offers_the_latest_data(page: Page, live_server, console
 
 
 def test_the_overview_updates_after_a_post_without_a_reload(page: Page, acme, console):
-    rollup.catch_up()
+    catchup.catch_up()
     log_in(page, acme["url"], console)
     records = page.locator("[data-kpi=records] .kpi-value")
     before = int(records.inner_text().replace(",", ""))
@@ -136,7 +136,7 @@ def test_the_overview_updates_after_a_post_without_a_reload(page: Page, acme, co
     posted = requests.post(f"{acme['url']}/api/v1/records", json=body, timeout=30,
                            headers={"Authorization": f"Bearer {key}"})  # fmt: skip
     assert posted.json()["accepted"] == 7
-    rollup.catch_up()  # what the worker does seconds after the post
+    catchup.catch_up()  # what the worker does seconds after the post
     expect(records).to_have_text(f"{before + 7:,}", timeout=30_000)
     expect(page.locator("#overview-live td.run-id", has_text="fresh-run")).to_be_visible()
     assert page.evaluate("window.notReloaded") is True
@@ -155,7 +155,7 @@ PAGES = (
 
 @pytest.mark.parametrize("width", [375, 1024, 1440])
 def test_no_page_scrolls_sideways(page: Page, acme, console, width):
-    rollup.catch_up()
+    catchup.catch_up()
     run = (
         Run.objects.filter(project=acme["project"], kind_counts__has_key="tool_choice.pick")
         .order_by("-record_count")
@@ -239,7 +239,7 @@ def test_a_rate_rule_entered_as_10_percent_fires_at_10_percent(page: Page, quiet
     assert Rule.objects.get(name="pick errors at 10 %").threshold == 0.1
     # 1 failed pick in 10: a pick error rate of exactly 10 %.
     store(acme["project"], picks_and_errors(9, 1, timezone.now()))
-    rollup.catch_up()
+    catchup.catch_up()
     engine.evaluate_all()
     page.reload()
     expect(page.locator("p.rule-summary .state-firing")).to_be_visible()

@@ -16,12 +16,12 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from dashboard.timeline import PAGE_SIZE
-from records import rollup
-from records.demo import generate_records
+from dashboard.queries.timeline import PAGE_SIZE
+from records import catchup
+from records.contract.normalise import NormalisedRecord, normalise
+from records.demo.generator import generate_records
 from records.models import Membership, Project, Record, Run
-from records.normalise import NormalisedRecord, normalise
-from records.store import store_records
+from records.store.writer import store_records
 from tests.browser.conftest import Console, screenshot
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
@@ -76,7 +76,7 @@ def site(live_server):
         return (now - timedelta(minutes=30) + timedelta(seconds=seconds)).isoformat()
 
     store(acme, evil_records(at))
-    rollup.catch_up()
+    catchup.catch_up()
     carol = get_user_model().objects.create_user("carol", password=PASSWORD)
     Membership.objects.create(user=carol, project=acme)
     Membership.objects.create(user=carol, project=globex)

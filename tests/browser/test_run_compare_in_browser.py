@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from records import rollup
+from records import catchup
 from records.models import Membership, Project
 from tests.browser.conftest import Console
 from tests.browser.test_pages_in_browser import PASSWORD, log_in, store
@@ -55,7 +55,7 @@ def site(live_server):
     store(acme, run_records("run-a", ["search_docs", "grep"], "gpt-5", at))
     store(acme, run_records("run-b", ["search_docs"], "claude-sonnet-4-5", at))
     store(acme, run_records("run-c", ["grep"], "gpt-5", at))
-    rollup.catch_up()
+    catchup.catch_up()
     carol = get_user_model().objects.create_user("carol", password=PASSWORD)
     Membership.objects.create(user=carol, project=acme)
     return {"url": live_server.url, "acme": acme}

@@ -12,8 +12,8 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from records import rollup
-from records.demo import generate_records
+from records import catchup
+from records.demo.generator import generate_records
 from records.models import Membership, Project
 from tests.browser.conftest import Console, screenshot
 from tests.browser.test_pages_in_browser import PASSWORD, charts_drawn, store
@@ -58,7 +58,7 @@ def site(live_server):
         return (now - timedelta(minutes=30) + timedelta(seconds=seconds)).isoformat()
 
     store(acme, missed_evil_tool(at))
-    rollup.catch_up()
+    catchup.catch_up()
     dana = get_user_model().objects.create_user("dana", password=PASSWORD)
     Membership.objects.create(user=dana, project=acme)
     return {"url": live_server.url, "acme": acme}

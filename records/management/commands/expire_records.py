@@ -2,14 +2,14 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from records import retention
+from records.store import retention
 
 
 class Command(BaseCommand):
     help = (
         "Expire the records, rollups and runs past retention and, on PostgreSQL, create the "
         "daily partitions ahead: what the beat task expire-records does every hour "
-        "(records.retention). Safe to run at any time, and again."
+        "(records.store.retention). Safe to run at any time, and again."
     )
 
     def handle(self, *args, **options):

@@ -7,10 +7,11 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from django.utils.text import slugify
 
-from records import examples, rollup
+from records import catchup
+from records.contract.normalise import NormalisedRecord, normalise
+from records.demo import examples
 from records.models import Project
-from records.normalise import NormalisedRecord, normalise
-from records.store import store_records
+from records.store.writer import store_records
 
 
 class Command(BaseCommand):
@@ -45,7 +46,7 @@ class Command(BaseCommand):
             raise CommandError(f"example {bad[0][0]} does not validate: {bad[0][1]}")
         proj, created = Project.objects.get_or_create(name=project)
         stored = store_records(proj.pk, normalised, timezone.now())
-        rollup.catch_up()  # what the workers do next: the pages show them at once
+        catchup.catch_up()  # what the workers do next: the pages show them at once
         if created:
             self.stdout.write(f"Created project {proj.name}.")
         self.stdout.write(

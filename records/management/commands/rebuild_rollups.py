@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.apps import apps
 from django.core.management.base import BaseCommand
 
-from records.rebuild import rebuild
+from records.catchup.rebuild import rebuild
 
 
 class Command(BaseCommand):

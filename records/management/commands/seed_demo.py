@@ -7,10 +7,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from django.utils.text import slugify
 
-from records import rollup
-from records.demo import generate_records
-from records.ingest import ingest
+from records import catchup
+from records.demo.generator import generate_records
 from records.models import Project
+from records.store.ingest import ingest
 
 
 class Command(BaseCommand):
@@ -85,7 +85,7 @@ class Command(BaseCommand):
         pending: list[dict] = []
 
         def store(raws: list[dict]) -> None:
-            # The ingest path itself (records.ingest), with its limits: demo data is only ever
+            # The ingest path itself (records.store.ingest), with its limits: demo data is only ever
             # what an agent could have posted.
             nonlocal accepted, duplicates
             result = ingest(proj.id, enumerate(raws), now=now)
@@ -125,7 +125,7 @@ class Command(BaseCommand):
         if not options.get("skip_rollups"):
             # What the workers would do next: the demo's pages and metrics are ready at once.
             started = time.monotonic()
-            folded = rollup.catch_up(max_seconds=24 * 3600)
+            folded = catchup.catch_up(max_seconds=24 * 3600)
             if verbosity:
                 self.stdout.write(
                     f"rolled up {folded:,} records in {time.monotonic() - started:.1f} s"

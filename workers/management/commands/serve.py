@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from dashboard.staticfiles import ensure_collected
+from dashboard.http.staticfiles import ensure_collected
 from records.models import ApiKey, Project, Record
 from workers import heartbeat, processes
 from workers.queues import Queue
@@ -50,7 +50,7 @@ class Command(BaseCommand):
     def handle(self, *args, host, port, web_workers, demo_records, demo_runs, **options):
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database ready.")
-        # Hashed, compressed static files for WhiteNoise (dashboard.staticfiles).
+        # Hashed, compressed static files for WhiteNoise (dashboard.http.staticfiles).
         if ensure_collected():
             self.stdout.write("Static files collected.")
         demo = Project.objects.filter(name="demo").first()

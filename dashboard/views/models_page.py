@@ -1,0 +1,44 @@
+"""The models page: the swap matrix default → selected, swaps over time, the model
+the router selected at each step, refused forced tool choices by provider and model, and model
+call latency and tokens. One rollup read (dashboard.queries.page_rollups.models_page)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from dashboard.charts import figures
+from dashboard.queries import page_rollups
+from dashboard.views.overview import LIVE_SECONDS
+from dashboard.web.access import get_project_for_user
+from dashboard.web.params import chart_context, chart_params
+from dashboard.web.timerange import empty_period, in_progress
+
+
+@login_required
+def models_page(request: HttpRequest) -> HttpResponse:
+    project = get_project_for_user(request)
+    chosen, period, agents, error = chart_params(request)
+    now = timezone.now()
+    data = page_rollups.models_page(project.pk, now, period.name, agents)
+    partial = in_progress(period, data["start"], data["end"], now)
+    swaps = figures.percent_lines(data["swap_series"], "swap rate")
+    empty = not (data["matrix"] or data["refused"] or data["errors"] or data["model_calls"])
+    context = {
+        **chart_context(project, data, agents, error, chosen),
+        "matrix_figure": figures.swap_matrix(data["matrix"]) if data["matrix"] else None,
+        "kept_only": bool(data["matrix"]) and all(d == s for d, s in data["matrix"]),
+        "swaps_figure": figures.over_period(swaps, data["start"], data["end"], partial),
+        "paths_figure": figures.model_paths(data["paths"]) if data["paths"] else None,
+        "refusals_figure": figures.refusals(data["refused"]) if data["refused"] else None,
+        "empty": empty_period(project.pk, agents, period, data["start"], data["end"])
+        if empty
+        else None,
+        "live": partial is not None,
+        "live_seconds": LIVE_SECONDS,
+    }
+    if request.headers.get("HX-Request"):
+        return render(request, "dashboard/partials/models_charts.html", context)
+    return render(request, "dashboard/models.html", context)

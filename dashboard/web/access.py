@@ -1,0 +1,113 @@
+"""Which project a page shows, and the run a URL names, for the logged-in operator.
+
+An operator belongs to projects (records.Membership; superusers to all). The project they are
+looking at is kept in the session and chosen with the header's switcher or `?project=<name>`
+(so that a shared URL names its project). Another project's data is a 404, never a 403: a page
+does not tell an outsider that a run exists.
+
+The switcher in the header reads the operator's projects from the session, where login and
+every page view put them, so the header costs no query on any page (pages of other areas
+included, whose query-count tests count every query).
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.signals import user_logged_in
+from django.http import Http404, HttpRequest
+
+from records.models import Project, Run
+
+SESSION_PROJECT = "dashboard.project"  # the current project's id
+SESSION_PROJECTS = "dashboard.views.projects"  # [[id, name], ...] for the header's switcher
+
+
+def _remember(request: HttpRequest, projects: list[Project], current: Project | None) -> None:
+    """Cache the switcher's list and the current project; write the session only on change."""
+    listed = [[p.pk, p.name] for p in projects]
+    session = request.session
+    if session.get(SESSION_PROJECTS) != listed:
+        session[SESSION_PROJECTS] = listed
+    if current is not None and session.get(SESSION_PROJECT) != current.pk:
+        session[SESSION_PROJECT] = current.pk
+
+
+def remember_projects_at_login(sender, request: HttpRequest | None, user, **kwargs) -> None:
+    if request is None or not hasattr(request, "session"):
+        return
+    projects = list(Project.objects.for_user(user).order_by("name"))
+    _remember(request, projects, projects[0] if projects else None)
+
+
+user_logged_in.connect(remember_projects_at_login, dispatch_uid="dashboard-projects-at-login")
+
+
+def operator_projects(request: HttpRequest) -> list[Project]:
+    """The operator's projects by name, read once per request."""
+    cached = getattr(request, "_dashboard_projects", None)
+    if cached is None:
+        cached = request._dashboard_projects = list(
+            Project.objects.for_user(request.user).order_by("name")
+        )
+    return cached
+
+
+def get_project_for_user(request: HttpRequest) -> Project:
+    """The project the page is about: `?project=`, else the one the login session remembers,
+    else the first one.
+
+    One query (the operator's projects). A named project the operator is not in is a 404; an
+    operator in no project at all gets a 404 that says so.
+    """
+    projects = operator_projects(request)
+    if not projects:
+        _remember(request, projects, None)
+        raise Http404("You are not a member of any project yet.")
+    wanted = request.GET.get("project")
+    if wanted:
+        current = next((p for p in projects if p.name == wanted), None)
+        if current is None:
+            raise Http404("No such project.")
+    else:
+        current_id = request.session.get(SESSION_PROJECT)
+        current = next((p for p in projects if p.pk == current_id), projects[0])
+    _remember(request, projects, current)
+    return current
+
+
+def projects_for_page(request: HttpRequest):
+    """The operator's projects for a page that lists all of them (alerts, their history), or
+    only the one `?project=` names; one they are not in is a 404, as on every other page."""
+    projects = Project.objects.for_user(request.user)
+    wanted = request.GET.get("project")
+    if wanted:
+        projects = projects.filter(name=wanted)
+        if not projects.exists():
+            raise Http404("No such project.")
+    return projects
+
+
+def get_run_for_user(request: HttpRequest, run_id: str) -> Run:
+    """The run `run_id` of the current project, or of another of the operator's projects.
+
+    A run id is unique within a project, so a link shared by an operator looking at another
+    project still opens: the page switches to the run's project. Two queries.
+    """
+    project = get_project_for_user(request)
+    allowed = [p.pk for p in operator_projects(request)]
+    found = list(
+        Run.objects.filter(project_id__in=allowed, run_id=run_id).select_related("project")[:20]
+    )
+    if not found:
+        raise Http404("No such run.")
+    run = next((r for r in found if r.project_id == project.pk), found[0])
+    if run.project_id != project.pk:
+        request.session[SESSION_PROJECT] = run.project_id
+    return run
+
+
+def switcher(request: HttpRequest) -> tuple[list[list], int | None]:
+    """The header's projects and the current one, from the session only (no query)."""
+    session = getattr(request, "session", None)
+    if session is None:
+        return [], None
+    return session.get(SESSION_PROJECTS) or [], session.get(SESSION_PROJECT)

@@ -1,0 +1,83 @@
+"""How numbers read on the pages: pure functions, wrapped as template filters."""
+
+from __future__ import annotations
+
+from records.contract import rollup_keys
+
+
+def duration_ms(value: float | None) -> str:
+    """940 → "940 ms"; 9401 → "9.4 s"; 116300 → "116.3 s"; None → "—".
+
+    Seconds from one second up, so that durations side by side read in one unit.
+    """
+    if value is None:
+        return "—"
+    if abs(value) >= 1000:
+        return f"{value / 1000:,.1f} s"
+    return f"{value:,.0f} ms"
+
+
+def count(value: int | float | None) -> str:
+    """3700 → "3,700"; None → "—"."""
+    if value is None or value == "":
+        return "—"
+    return f"{value:,.0f}"
+
+
+def percent(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    return f"{value * 100:.{digits}f} %"
+
+
+def offset(ms: float) -> str:
+    """Milliseconds since the run's first record as +m:ss.mmm (or +h:mm:ss.mmm)."""
+    seconds, milli = divmod(int(round(ms)), 1000)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"+{hours}:{minutes:02d}:{seconds:02d}.{milli:03d}"
+    return f"+{minutes}:{seconds:02d}.{milli:03d}"
+
+
+def kpi_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "rate":
+        return percent(value)
+    if unit == "ms":
+        return duration_ms(value)
+    return f"{value:,.0f}"
+
+
+def change(value: float | None, unit: str) -> str:
+    """A KPI's change against the previous period: points for rates, per cent otherwise."""
+    if value is None:
+        return "no previous data"
+    if unit == "rate":
+        return f"{value * 100:+.1f} pts"
+    return f"{value * 100:+.0f} %"
+
+
+def change_tone(value: float | None, rise_is_bad: bool) -> str:
+    """CSS class of a change: good, bad or flat (under half a point or half a per cent)."""
+    if value is None or abs(value) < 0.005:
+        return "flat"
+    return "bad" if (value > 0) == rise_is_bad else "good"
+
+
+def tokens(tokens_in: int | None, tokens_out: int | None) -> str:
+    """Token usage as reported: "3,700 in / 120 out"; a side not reported says so, never 0."""
+    if tokens_in is None and tokens_out is None:
+        return "not reported"
+
+    def side(value: int | None) -> str:
+        return "not reported" if value is None else f"{value:,}"
+
+    return f"{side(tokens_in)} in / {side(tokens_out)} out"
+
+
+def model_label(model: str | None) -> str:
+    """A metric's model as pages show it; a record that named none reads "(model not
+    reported)" everywhere (records.contract.rollup_keys.NO_MODEL_LABEL)."""
+    return rollup_keys.model_label(model)

@@ -1,0 +1,208 @@
+"""One pass's records aggregated in memory (rollup cells, run deltas, verdicts, attempts,
+notices) before the pass writes anything."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import orjson
+
+from records.catchup import tool_funnel
+from records.catchup.cells import Cell
+from records.contract import rollup_keys
+from records.contract.buckets import BUCKET_MEMO, bucket_of, minute_of, truncate
+from records.contract.derive import NOTICE_REPEATED, ONCE_PER_RUN_NOTICES
+from records.contract.rollup_keys import (
+    CLASSIFICATION,
+    NOTICE,
+    OUTCOME,
+    PICK,
+    PICK_LATENCY,
+    PICKS,
+    TURN,
+    VERDICT,
+    VIOLATION,
+)
+from records.models import (
+    Grain,
+)
+
+GRAINS = (Grain.MINUTE, Grain.HOUR, Grain.DAY)
+
+
+FIELDS = (
+    "id", "project_id", "kind", "agent", "model", "rollup_key", "ts", "latency_ms", "tokens_in",
+    "tokens_out", "run_id", "record_key", "outcome", "named_models", "is_swap", "is_fallback",
+    "is_error", "is_contract_break", "has_violation",
+)  # fmt: skip
+
+
+FLAGS = ("swap", "fallback", "error", "contract_break", "violation")
+
+
+# Read from the JSON only where present: a verdict's toolCallId (its classification), the
+# violation codes of a flagged record, and for records.catchup.tool_funnel the iteration and JSON of picks and
+# outcomes (their data) and turns (their derived fields).
+JSON_FIELDS = {
+    "postgresql": (
+        f"CASE WHEN kind = '{VERDICT}' THEN data->>'toolCallId' END",
+        "CASE WHEN has_violation THEN derived->'violations' END",
+        "iteration",
+        f"CASE WHEN kind = '{TURN}' THEN derived::text "
+        f"WHEN kind IN ('{PICK}', '{OUTCOME}') THEN data::text END",
+    ),
+    "sqlite": (
+        f"CASE WHEN kind = '{VERDICT}' THEN json_extract(data, '$.toolCallId') END",
+        "CASE WHEN has_violation THEN json_extract(derived, '$.violations') END",
+        "iteration",
+        f"CASE WHEN kind = '{TURN}' THEN derived "
+        f"WHEN kind IN ('{PICK}', '{OUTCOME}') THEN data END",
+    ),
+}
+
+
+@dataclass
+class _RunDelta:
+    kinds: Counter = field(default_factory=Counter)
+    models: Counter = field(default_factory=Counter)
+    flags: set = field(default_factory=set)
+    first_ts: datetime | None = None
+    last_ts: datetime | None = None
+    agent: str | None = None  # the greatest agent of the pass's records of the run
+
+
+class Batch:
+    """Everything one pass adds, aggregated in memory before it touches the database."""
+
+    def __init__(self) -> None:
+        self.cells: dict[tuple, Cell] = defaultdict(Cell)  # minute grain
+        self.runs: dict[tuple[int, str], _RunDelta] = defaultdict(_RunDelta)
+        # (project, model, minute) -> [(verdict class, ts, record key)]
+        self.verdicts: dict[tuple, list[tuple]] = defaultdict(list)
+        # (project, run_id, toolCallId) -> [(attempt, ts, record key, seat model, agent)]
+        self.attempts: dict[tuple, list[tuple]] = defaultdict(list)
+        # (project, run_id, code) -> [(id, minute, agent, model)] of once-per-run notices
+        self.once_notices: dict[tuple, list[tuple]] = defaultdict(list)
+        # records.catchup.tool_funnel: the hourly tool cells, the picks' tool tallies, and (project, run_id,
+        # iteration) -> [the earliest pick, the earliest outcome] of this pass's decisions
+        self.tool_hourly: dict[tuple, Cell] = defaultdict(Cell)
+        self.tool_tallies: dict[tuple, dict] = {}  # the picks' TOOL rows (records.catchup.tool_funnel)
+        self.tool_sides: dict[tuple, list] = defaultdict(lambda: [None, None])
+        # (project, run_id) of the runs that earlier passes folded records of: only those can
+        # have stored state to read (runs_folded_before)
+        self.runs_folded_before: set[tuple[int, str]] = set()
+
+    def add(self, row: tuple) -> None:
+        (record_id, project, kind, agent, model, key, ts, latency, t_in, t_out, run_id,
+         record_key, outcome, named, swap, fallback, error, contract_break, violation,
+         tool_call_id, violations, iteration, body) = row  # fmt: skip
+        # Per record, so written for speed: a pass calls this 100,000 times.
+        minute = BUCKET_MEMO.get((ts.minute, ts.hour, ts.day, ts.month, ts.year)) or minute_of(ts)
+        cell = self.cells[(project, minute, kind, agent or "", model or "", key)]
+        cell.count += 1
+        if t_in:
+            cell.tokens_in += t_in
+        if t_out:
+            cell.tokens_out += t_out
+        if latency is not None:
+            if kind in PICKS:  # into its classifier model's PICK_LATENCY cell, not its own
+                merged = self.cells[(project, minute, PICK_LATENCY, agent or "", model or "", "")]
+                merged.count += 1
+                merged.add_latency(latency)
+            else:
+                cell.add_latency(latency)
+        run = self.runs[(project, run_id)]
+        if run.first_ts is None:
+            run.first_ts = run.last_ts = ts
+        elif ts < run.first_ts:
+            run.first_ts = ts
+        elif ts > run.last_ts:
+            run.last_ts = ts
+        if agent and (run.agent is None or agent > run.agent):
+            run.agent = agent
+        run.kinds[kind] += 1
+        if named:
+            for name in _NAMED.get(named) or models_named(model, named):
+                run.models[name] += 1
+        elif model:
+            run.models[model] += 1
+        if swap or fallback or error or contract_break or violation:
+            flags = (swap, fallback, error, contract_break, violation)
+            run.flags.update(name for name, on in zip(FLAGS, flags, strict=True) if on)
+        if violations:
+            if isinstance(violations, str):  # SQLite hands JSON over as text
+                violations = orjson.loads(violations)
+            if kind == NOTICE:
+                # A pass decides repeated notices itself (flag_repeated_notices): a replay of
+                # a notice it flagged before (a rebuild) must not count that code twice.
+                violations = [code for code in violations if code != NOTICE_REPEATED]
+            if violations:
+                self.add_violations(project, minute, kind, agent, model, violations)
+        if kind in tool_funnel.KINDS:
+            tool_funnel.add(self, project, kind, agent, model, ts, run_id, record_key, iteration,
+                      latency, error, body)  # fmt: skip
+        elif kind == VERDICT and model:
+            self.verdicts[(project, model, minute)].append((outcome, ts, record_key))
+            fields = _DECODED.get((VERDICT, key)) or _decoded(VERDICT, key)
+            if tool_call_id:
+                self.attempts[(project, run_id, tool_call_id)].append(
+                    (fields["attempt"], ts, record_key, fields["seat"], agent or "")
+                )
+        elif kind == NOTICE:
+            code = (_DECODED.get((NOTICE, key)) or _decoded(NOTICE, key))["code"]
+            if code in ONCE_PER_RUN_NOTICES:
+                self.once_notices[(project, run_id, code)].append(
+                    (record_id, minute, agent or "", model or "")
+                )
+
+    def add_violations(self, project, minute, kind, agent, model, codes) -> None:
+        """One VIOLATION row per code, and one with code "" per violating record."""
+        for code in ("", *codes):
+            key = rollup_keys.encode(VIOLATION, {"kind": kind, "code": code})
+            self.cells[(project, minute, VIOLATION, agent or "", model or "", key)].count += 1
+
+    def add_classification(self, project, state: tuple | None, delta: int) -> None:
+        """Add (or take back) a classification's one count in its first rung-0 minute."""
+        if state is None or state[0] is None:
+            return  # no rung-0 attempt yet: not counted anywhere
+        first_ts, _, seat, agent, fell_back = state
+        key = rollup_keys.encode(CLASSIFICATION, {"fell_back": int(fell_back)})
+        minute = truncate(first_ts, Grain.MINUTE)
+        self.cells[(project, minute, CLASSIFICATION, agent, seat, key)].count += delta
+
+    def grains(self) -> dict[str, dict[tuple, Cell]]:
+        """The minute cells, and the same merged into hours and days."""
+        out = {Grain.MINUTE: self.cells}
+        for grain in (Grain.HOUR, Grain.DAY):
+            merged: dict[tuple, Cell] = defaultdict(Cell)
+            for (project, bucket, *rest), cell in self.cells.items():
+                merged[(project, bucket_of(bucket, grain), *rest)].merge(cell)
+            out[grain] = merged
+        return out
+
+
+def models_named(model: str | None, named: str | None) -> list[str]:
+    if named:
+        if len(_NAMED) > 10_000:
+            _NAMED.clear()
+        models = _NAMED[named] = [rollup_keys.unescape(n) for n in named.strip("|").split("|")]
+        return models
+    return [model] if model else []
+
+
+# The pass's memos of what it parses again and again: the few model lists records name, and
+# the rollup keys of verdicts and notices (read only: shared by every record of the key).
+_NAMED: dict[str, list[str]] = {}
+
+
+_DECODED: dict[tuple[str, str], dict[str, str]] = {}
+
+
+def _decoded(kind: str, key: str) -> dict[str, str]:
+    """rollup_keys.decode(kind, key), memoised."""
+    if len(_DECODED) > 10_000:
+        _DECODED.clear()
+    fields = _DECODED[(kind, key)] = rollup_keys.decode(kind, key)
+    return fields

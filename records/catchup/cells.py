@@ -1,0 +1,35 @@
+"""One rollup row's sums as a pass adds them up, before it writes them."""
+
+from __future__ import annotations
+
+from records.contract.sketch import Sketch
+
+
+class Cell:
+    """One rollup row's sums. The latency sketch comes with the first latency: most kinds carry
+    none, and a sketch for every cell of a pass cost time and memory for nothing."""
+
+    __slots__ = ("count", "tokens_in", "tokens_out", "latency_sum", "sketch")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.latency_sum = 0.0
+        self.sketch: Sketch | None = None
+
+    def add_latency(self, value: float) -> None:
+        self.latency_sum += value
+        if self.sketch is None:
+            self.sketch = Sketch()
+        self.sketch.add(value)
+
+    def merge(self, other: Cell) -> None:
+        self.count += other.count
+        self.tokens_in += other.tokens_in
+        self.tokens_out += other.tokens_out
+        self.latency_sum += other.latency_sum
+        if other.sketch is not None:
+            if self.sketch is None:
+                self.sketch = Sketch()
+            self.sketch.merge(other.sketch)

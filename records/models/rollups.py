@@ -1,0 +1,249 @@
+"""What the catch-up writes from the records: watermarks, rollups, classifications,
+tool decisions and streaks."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from records.contract import rollup_keys
+from records.models.tenancy import Project
+
+
+class Watermark(models.Model):
+    """How far the catch-up pass has read the records table: every id <= last_id is rolled up."""
+
+    name = models.CharField(max_length=50, unique=True)
+    last_id = models.BigIntegerField(default=0)
+    last_pass_at = models.DateTimeField(null=True, blank=True)
+    # When the lane's last pass that folded records began (records.catchup.passes.PASS_SPACING_SECONDS);
+    # last_pass_at moves with every pass, an empty one too (the catch-up's liveness).
+    last_fold_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.last_id}"
+
+
+class PendingBatch(models.Model):
+    """A stored ingest batch of a project that its catch-up lane has not folded yet: the
+    newest record id it stored and when it arrived (its records' received_at).
+
+    Ingest inserts one row per batch that stored records, in the batch's transaction (an
+    insert: concurrent batches of one project never wait on a shared row); the lane's pass
+    deletes its projects' rows at or below the watermark it commits. A project's freshness
+    (records.metrics.freshness.project_freshness) is its first row above its lane's watermark: one
+    index probe, whatever the project's or the other projects' backlog.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    last_id = models.BigIntegerField()
+    received_at = models.DateTimeField()
+
+    class Meta:
+        # Leads with the project: freshness reads a project's first row above a watermark.
+        indexes = [models.Index(fields=["project", "last_id"], name="pending_batch_last_id")]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} @ {self.last_id}"
+
+
+class Grain(models.TextChoices):
+    MINUTE = "minute"
+    HOUR = "hour"
+    DAY = "day"
+
+
+def catch_up_project() -> models.ForeignKey:
+    """The project of a table only the catch-up writes, derived from the records: no index of
+    its own (each such table's unique key leads with the project) and no constraint in the
+    database (each row a pass inserted cost a check at commit). Deleting a project still
+    deletes the rows (Django's cascade), and a rebuild writes them again from the records."""
+    return models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+
+
+class Rollup(models.Model):
+    """Counts, token sums and a latency sketch of one kind's records in one time bucket.
+
+    One row per (project, grain, bucket, kind, agent, model, key): `model` is the model the
+    metric groups by (records.contract.derive) and `key` what the kind is split by within it. Metrics are
+    computed from these rows only (records.metrics.definitions), never from raw records.
+    """
+
+    project = catch_up_project()
+    grain = models.CharField(max_length=6, choices=Grain.choices)
+    bucket = models.DateTimeField()
+    kind = models.CharField(max_length=40)
+    agent = models.CharField(max_length=200, default="", blank=True)
+    model = models.CharField(max_length=200, default="", blank=True)
+    key = models.CharField(max_length=450, default="", blank=True)
+    count = models.BigIntegerField(default=0)
+    tokens_in = models.BigIntegerField(default=0)
+    tokens_out = models.BigIntegerField(default=0)
+    latency_sum = models.FloatField(default=0)
+    sketch = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "grain", "bucket", "kind", "agent", "model", "key"],
+                name="rollup_unique",
+            )
+        ]
+        # The unique key's (project, grain, bucket) prefix serves a read of every kind over a
+        # range (the records counts); a read of a few kinds (a metric, a page's rates, the
+        # latency sketches) walks only their rows along rollup_kind_bucket instead of every
+        # kind's in the range (migration 0021).
+        # rollup_tool_key: whether a project ever knew a tool (a tool page's 404) is one probe
+        # of the tool kinds' day rows by key prefix (records.metrics.reader.any_key), whatever the
+        # number of days kept; the pattern opclass lets PostgreSQL serve LIKE 'name|%' from it
+        # under any collation (ignored elsewhere).
+        indexes = [
+            models.Index(fields=["project", "grain", "kind", "bucket"], name="rollup_kind_bucket"),
+            models.Index(
+                fields=["project", "key"],
+                name="rollup_tool_key",
+                opclasses=["int8_ops", "varchar_pattern_ops"],
+                condition=models.Q(grain="day", kind__in=[rollup_keys.TOOL, rollup_keys.TOOL_CALL]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.grain} {self.bucket:%Y-%m-%dT%H:%M} {self.model} {self.key}"
+
+
+class Classification(models.Model):
+    """One classification of a gated tool call (the ladder fallback rate): the attempts
+    of one (run_id, toolCallId), kept by the catch-up pass.
+
+    It counts in the bucket of its first rung-0 attempt (`first_ts`), under that attempt's seat
+    model and agent, and fell back when any rung-1 attempt exists, whenever it arrives; a rung-1
+    attempt that arrives first waits here for its rung-0 attempt. The CLASSIFICATION rollups hold
+    exactly the contribution these fields describe, so a change moves that contribution.
+    """
+
+    project = catch_up_project()
+    run_id = models.CharField(max_length=200)
+    tool_call_id = models.CharField(max_length=200)
+    first_ts = models.DateTimeField(null=True, blank=True)
+    first_key = models.CharField(max_length=200, default="", blank=True)
+    seat_model = models.CharField(max_length=200, default="", blank=True)
+    agent = models.CharField(max_length=200, default="", blank=True)
+    fell_back = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "run_id", "tool_call_id"], name="classification_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.tool_call_id}"
+
+
+class ToolDecision(models.Model):
+    """One tool decision (run_id, iteration) as the catch-up pass has seen it so far: the pick
+    that counts for it and the outcome that counts for it (records.catchup.tool_funnel).
+
+    Each side is the earliest of its kind by (ts, record key), whichever arrived first, and is
+    kept as the compact JSON records.catchup.tool_funnel needs (`pick`, `outcome`: "" until one arrives). The
+    TOOL_LINK, SELECTION_LINK and NARROWING rollups hold exactly the contribution of the decisions
+    whose two sides are both here, so a change of either side moves that contribution.
+    """
+
+    project = catch_up_project()
+    run_id = models.CharField(max_length=200)
+    iteration = models.IntegerField()
+    pick = models.TextField(default="", blank=True)
+    outcome = models.TextField(default="", blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "run_id", "iteration"], name="tool_decision_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.iteration}"
+
+
+class ToolMiss(models.Model):
+    """How many of a run's tool decisions missed `tool` (records.catchup.tool_funnel: called or wanted, offered
+    and not served), kept by the catch-up pass with the TOOL_LINK rows, so that a tool's page
+    lists the runs where it was missed without reading a record. A row at zero is deleted."""
+
+    project = catch_up_project()
+    tool = models.CharField(max_length=200)
+    run_id = models.CharField(max_length=200)
+    misses = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "tool", "run_id"], name="tool_miss_unique")
+        ]
+        # A run's rows, deleted with the run (records.store.retention).
+        indexes = [models.Index(fields=["project", "run_id"], name="tool_miss_run")]
+
+    def __str__(self) -> str:
+        return f"{self.tool} in {self.run_id}: {self.misses}"
+
+
+class Streak(models.Model):
+    """The contract-broken streak of one model, in verdict `ts` order.
+
+    The fold of the model's StreakSegment days (records.contract.streak_segments), kept for reading.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    model = models.CharField(max_length=200)
+    current = models.PositiveIntegerField(default=0)
+    longest = models.PositiveIntegerField(default=0)
+    last_broken_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "model"], name="streak_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.model}: {self.current} (longest {self.longest})"
+
+
+class StreakSegment(models.Model):
+    """records.contract.streak_segments.Segment of one model's verdicts in one minute, hour or day."""
+
+    project = catch_up_project()
+    model = models.CharField(max_length=200)
+    grain = models.CharField(max_length=6, choices=Grain.choices)
+    bucket = models.DateTimeField()
+    has_ruling = models.BooleanField(default=False)
+    prefix = models.PositiveIntegerField(default=0)
+    suffix = models.PositiveIntegerField(default=0)
+    longest = models.PositiveIntegerField(default=0)
+    last_broken_at = models.DateTimeField(null=True, blank=True)
+    last_ts = models.DateTimeField()
+    last_key = models.CharField(max_length=200)
+    # A minute that a late verdict fell into: its segment (and its hour's, day's and the model's
+    # streak) is recomputed from the raw verdicts once at the end of a catch-up, not by every
+    # pass that brings it another one (records.catchup.streak_fold.fold_dirty_streaks).
+    dirty = models.BooleanField(default=False)
+    # The watermark of the last pass that marked it dirty: the recompute reads the verdicts
+    # without the lane's lock, and a minute marked past the watermark it read stays dirty.
+    dirty_upto = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "model", "grain", "bucket"], name="segment_unique"
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["project", "model", "bucket"],
+                condition=models.Q(dirty=True),
+                name="segment_dirty",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.grain} {self.bucket:%Y-%m-%dT%H:%M}"
