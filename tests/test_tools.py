@@ -440,3 +440,13 @@ def test_whether_a_tool_is_known_is_one_index_probe(known_tools, alice):
         cursor.execute("EXPLAIN " + query["sql"])
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "rollup_tool_key" in plan, plan
+
+
+def test_the_tool_key_index_covers_the_tool_kinds_rows():
+    """The partial index that finds a tool by name spells out the tool kinds: it must name the
+    kinds the catch-up writes."""
+    from records.contract import rollup_keys
+    from records.models import Rollup
+
+    (index,) = [i for i in Rollup._meta.indexes if i.name == "rollup_tool_key"]
+    assert dict(index.condition.children)["kind__in"] == [rollup_keys.TOOL, rollup_keys.TOOL_CALL]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.db.models import Q
 
 from records.models import (
+    LANE_WATERMARK,
     Watermark,
 )
 
-WATERMARK = "rollups"  # one lane's watermark; lane i of n > 1 is "rollups:i/n" (lane_name)
+WATERMARK = LANE_WATERMARK  # one lane's watermark; lane i of n > 1 is "rollups:i/n" (lane_name)
 
 
 def configured_lanes() -> int:
@@ -37,7 +37,7 @@ def parse_lane_name(name: str) -> tuple[int, int]:
 
 def lane_watermarks():
     """The lanes' Watermark rows (of one lane count: see _switch_lanes), as a queryset."""
-    return Watermark.objects.filter(Q(name=WATERMARK) | Q(name__startswith=WATERMARK + ":"))
+    return Watermark.objects.lanes()
 
 
 def streaks_folded_name(lane: int, lanes: int) -> str:
@@ -48,7 +48,7 @@ def streaks_folded_name(lane: int, lanes: int) -> str:
 
 def folded_upto() -> int:
     """The id up to which every record is folded, whichever its lane: the lowest watermark."""
-    return min(lane_watermarks().values_list("last_id", flat=True), default=0)
+    return Watermark.objects.folded_upto()
 
 
 def lock_watermark(lane: int = 0, lanes: int = 1) -> Watermark | None:

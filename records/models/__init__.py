@@ -9,6 +9,7 @@ from records.models.record import (
     Run,
 )
 from records.models.rollups import (
+    LANE_WATERMARK,
     Classification,
     Grain,
     PendingBatch,
@@ -31,6 +32,7 @@ from records.models.tenancy import (
 )
 
 __all__ = [
+    "LANE_WATERMARK",
     "KEY_PREFIX",
     "LAST_USED_EVERY",
     "hash_key",

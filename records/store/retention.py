@@ -152,9 +152,7 @@ def past_rollup_retention_notice(start: datetime | None, now=None) -> str | None
 
 def folded_upto() -> int:
     """The highest record id every catch-up lane has folded in: nothing above it may expire."""
-    from records import catchup  # (the catch-up imports the store, which imports partitions)
-
-    return catchup.folded_upto()
+    return Watermark.objects.folded_upto()
 
 
 @dataclass
