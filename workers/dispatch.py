@@ -20,7 +20,7 @@ def request_catch_up(project_id: int | None = None) -> bool:
     """
     if not settings.DECISIONBOARD["NUDGE_WORKERS"]:
         return False
-    from records.catchup.lanes import configured_lanes, lane_of
+    from records.catchup import configured_lanes, lane_of
     from workers.tasks import catch_up_task
 
     lane = None if project_id is None else lane_of(project_id, configured_lanes())

@@ -31,6 +31,7 @@ from records.catchup.lanes import (
     lane_name,
     lane_of,
     lane_watermarks,
+    parse_lane_name,
     streaks_folded_name,
 )
 from records.catchup.passes import (
@@ -62,6 +63,7 @@ __all__ = [
     "lane_name",
     "lane_of",
     "lane_watermarks",
+    "parse_lane_name",
     "run_pass",
     "streaks_folded_name",
     "vacuum_if_churned",

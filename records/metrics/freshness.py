@@ -38,7 +38,7 @@ from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Mod
 from django.utils import timezone
 
-from records.catchup.lanes import (
+from records.catchup import (
     WATERMARK,
     configured_lanes,
     lane_of,
