@@ -37,7 +37,8 @@ from records.contract.filters import PARAMS, FilterError, filter_records
 from records.formats.record_export import FORMATS, export_chunks, export_rows, parse_format
 from records.models import ApiKey, Project, Record
 from records.store import retention
-from workers.export_jobs import file_path, start_export
+from workers.export_jobs import file_path
+from workers.export_requests import start_export
 from workers.models import ExportJob
 
 JOB_KEYSET = Keyset((("id", int),), descending=True)

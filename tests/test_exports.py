@@ -37,7 +37,7 @@ from tests.factories import record
 from tests.live import run_export_job, task_received
 from tests.read_data import at, post_records
 from tests.test_worker_integration import product
-from workers import export_jobs
+from workers import export_jobs, export_requests
 from workers.models import ExportJob
 
 pytestmark = pytest.mark.both_dbs
@@ -274,7 +274,7 @@ def test_it_exports_in_a_fixed_number_of_queries(
     for n in (3, 30):
         post_records(alice.client(), [record() for _ in range(n)])
         for _ in range(n // 3):
-            export_jobs.start_export(alice.project, "csv", {})
+            export_requests.start_export(alice.project, "csv", {})
         with django_assert_num_queries(expected):
             response = alice.client(alice.read_key).get(url, params)
             if isinstance(response, StreamingHttpResponse):
@@ -470,9 +470,9 @@ def test_it_asks_for_a_login_on_the_exports_page(db, client):
 
 
 def test_it_lists_the_jobs_of_the_operators_projects(client, carol, alice, bob, export_dir):
-    mine = export_jobs.start_export(alice.project, "csv", {"agent": "<script>alert(1)</script>"})
+    mine = export_requests.start_export(alice.project, "csv", {"agent": "<script>alert(1)</script>"})
     export_jobs.run_export(mine.pk)
-    theirs = export_jobs.start_export(bob.project, "jsonl", {})
+    theirs = export_requests.start_export(bob.project, "jsonl", {})
     client.force_login(carol)
     response = client.get("/exports/")
     html = response.content.decode()
@@ -529,7 +529,7 @@ def test_it_prefills_the_form_from_the_query_string(client, carol, alice):
 
 
 def test_it_refreshes_the_jobs_table_while_a_job_runs(client, carol, alice, export_dir):
-    job = export_jobs.start_export(alice.project, "csv", {})
+    job = export_requests.start_export(alice.project, "csv", {})
     client.force_login(carol)
     partial = client.get("/exports/", HTTP_HX_REQUEST="true").content.decode()
     assert '<div id="export-jobs"' in partial
@@ -545,7 +545,7 @@ def test_it_draws_the_exports_page_in_a_fixed_number_of_queries(
     client.force_login(carol)
     for n in (1, 12):
         for _ in range(n):
-            export_jobs.start_export(alice.project, "csv", {})
+            export_requests.start_export(alice.project, "csv", {})
         # session, user, projects, jobs
         with django_assert_num_queries(4):
             assert client.get("/exports/").status_code == 200

@@ -1,31 +1,28 @@
-"""Export jobs: start one, run it in a worker, and expire old files.
+"""Export jobs: run one in a worker, and expire old files (workers.export_requests starts them).
 
-The rows and file formats come from records.formats.record_export; this module keeps the ExportJob up to date
-(status, rows written, progress) and the files under VAR_DIR/exports. Plain functions: the Celery
-tasks in workers.tasks call them with ids.
+The rows and file formats come from records.formats.record_export; this module keeps the
+ExportJob up to date (status, rows written, progress) and the files under VAR_DIR/exports.
+Plain functions: the Celery tasks in workers.tasks call them with ids.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
-from records.contract.filters import PARAMS, filter_records, parse_filters
+from records.contract.filters import filter_records, parse_filters
 from records.formats.record_export import (
     FORMATS,
     counting,
     export_chunks,
     export_rows_paged,
-    parse_format,
 )
-from records.models import ApiKey, Project, Record
+from records.models import Record
 from workers.models import ExportJob
 
 log = logging.getLogger(__name__)
@@ -46,45 +43,6 @@ def export_dir() -> Path:
 
 def file_path(job: ExportJob) -> Path:
     return export_dir() / job.file_name
-
-
-def start_export(
-    project: Project,
-    fmt: str | None,
-    params: Mapping[str, str],
-    *,
-    user=None,
-    api_key: ApiKey | None = None,
-) -> ExportJob:
-    """Validate, create the job and enqueue it once the job is committed.
-
-    Raises FilterError naming the parameter (`format` included) when a value is malformed.
-    """
-    fmt = parse_format(fmt)
-    filters = {name: params[name] for name in PARAMS if params.get(name)}
-    parse_filters(filters)  # the worker parses them again; refuse a bad value now
-    job = ExportJob.objects.create(
-        project=project, format=fmt, filters=filters, created_by=user, api_key=api_key
-    )
-    transaction.on_commit(partial(enqueue, job.pk))
-    return job
-
-
-def enqueue(job_id: int) -> bool:
-    from workers.tasks import export_task  # tasks import this module
-
-    try:
-        export_task.apply_async((job_id,), retry=False)
-    except Exception as exc:  # the broker's own errors: fail the job now, not in six hours
-        log.warning("could not enqueue export %s (%s)", job_id, exc)
-        ExportJob.objects.filter(pk=job_id, status=ExportJob.Status.QUEUED).update(
-            status=ExportJob.Status.FAILED,
-            error=f"The workers could not be reached ({exc}); try again, or stream the export "
-            "with GET /api/v1/export.",
-            finished_at=timezone.now(),
-        )
-        return False
-    return True
 
 
 def run_export(job_id: int) -> ExportJob | None:

@@ -17,7 +17,7 @@ from records.contract.kinds import KIND_NAMES
 from records.formats.record_export import FORMATS
 from records.models import Project
 from records.store import retention
-from workers.export_jobs import start_export
+from workers.export_requests import start_export
 from workers.models import ExportJob
 
 JOBS_SHOWN = 50
