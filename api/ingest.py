@@ -67,7 +67,7 @@ class IngestView(APIView):
     parser_classes: list = []  # the body is read raw below
 
     def post(self, request):
-        body = _read_body(request)
+        body = read_body(request)
         parsed = parse_body(body, request.content_type or "")
         now = timezone.now()
         result = ingest(
@@ -92,7 +92,7 @@ class IngestView(APIView):
         )
 
 
-def _read_body(request) -> bytes:
+def read_body(request) -> bytes:
     """The body, inflated when it came gzip- or deflate-encoded, at most the limit (413)."""
     limit = settings.DECISIONBOARD["INGEST_MAX_BODY"]
     encoding = request.META.get("HTTP_CONTENT_ENCODING")

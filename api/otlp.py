@@ -21,7 +21,7 @@ from rest_framework.exceptions import ParseError, Throttled, UnsupportedMediaTyp
 from rest_framework.views import APIView
 
 from api.auth import CanIngest
-from api.ingest import _read_body
+from api.ingest import read_body
 from api.throttles import KeyRateThrottle
 from ops.instruments import count_otlp_ingest
 from records.formats import otlp
@@ -80,7 +80,7 @@ class OtlpTracesView(APIView):
                 detail="OTLP/HTTP takes application/x-protobuf or application/json.",
             )
         try:
-            export = otlp.decode_request(_read_body(request), encoding)
+            export = otlp.decode_request(read_body(request), encoding)
         except otlp.OtlpDecodeError as exc:
             raise ParseError(str(exc)) from None
         now = timezone.now()
