@@ -1023,3 +1023,14 @@ def test_a_read_of_one_kind_walks_that_kinds_rollups_only(postgres, alice, analy
     assert re.search(r"Index Scan (using|on) rollup_kind_bucket", plan), plan
     assert re.search(r"Index Cond: .*kind\)::text = 'derived.pick_latency'", plan), plan
     assert "Seq Scan" not in plan, plan
+
+
+def test_a_pass_unpacks_each_record_row_in_the_order_it_reads_the_columns():
+    """Batch.add unpacks a row of 23 values by position: its names must follow the columns the
+    pass selects (FIELDS, then the JSON fields), on both databases."""
+    columns = [column for column, _ in batch.ROW_NAMES]
+    assert columns[: len(batch.FIELDS)] == list(batch.FIELDS)
+    for vendor in ("postgresql", "sqlite"):
+        assert len(batch.ROW_NAMES) == len(batch.FIELDS) + len(batch.JSON_FIELDS[vendor])
+    unpacked = batch.Batch.add.__code__.co_varnames[2 : 2 + len(batch.ROW_NAMES)]
+    assert unpacked == tuple(name for _, name in batch.ROW_NAMES)

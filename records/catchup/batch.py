@@ -63,6 +63,21 @@ JSON_FIELDS = {
 }
 
 
+# The row Batch.add unpacks, column by column in the order the pass reads them (FIELDS, then the
+# JSON_FIELDS), each with the name add gives it: tests/test_rollups.py holds add to this order,
+# so a column added to FIELDS cannot shift the names of those after it unnoticed.
+ROW_NAMES = (
+    ("id", "record_id"), ("project_id", "project"), ("kind", "kind"), ("agent", "agent"),
+    ("model", "model"), ("rollup_key", "key"), ("ts", "ts"), ("latency_ms", "latency"),
+    ("tokens_in", "t_in"), ("tokens_out", "t_out"), ("run_id", "run_id"),
+    ("record_key", "record_key"), ("outcome", "outcome"), ("named_models", "named"),
+    ("is_swap", "swap"), ("is_fallback", "fallback"), ("is_error", "error"),
+    ("is_contract_break", "contract_break"), ("has_violation", "violation"),
+    ("a verdict's toolCallId", "tool_call_id"), ("the violation codes", "violations"),
+    ("iteration", "iteration"), ("a decision's JSON", "body"),
+)  # fmt: skip
+
+
 @dataclass
 class _RunDelta:
     kinds: Counter = field(default_factory=Counter)
