@@ -3,9 +3,10 @@
 The metric is folded from minute rollups exactly as the engine folds it, slid over the day one
 minute at a time, and replayed through the same state machine from an all-ok start, ignoring
 pause and silence. A Preview holds each group's value over the day, the threshold (and warning
-threshold), and each minute the rule would have been firing; dashboard.charts.figures.alert_preview
-draws it. A streak rule's preview is each model's streak hour by hour, folded from the hourly
-streak segments (records.metrics.definitions.streak_history).
+threshold), and each minute the rule would have been firing;
+dashboard.charts.alert_charts.alert_preview draws it. A streak rule's preview is each model's
+streak hour by hour, folded from the hourly streak segments
+(records.metrics.definitions.streak_history).
 """
 
 from __future__ import annotations

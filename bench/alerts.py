@@ -102,7 +102,8 @@ class ModelSpreader:
 
 def load(project, records: int, models: int, end: datetime) -> ModelSpreader:
     from records.catchup import catch_up
-    from records.demo.generator import MODELS, generate_records
+    from records.demo.cast import MODELS
+    from records.demo.generator import generate_records
     from records.store.ingest import ingest
 
     spreader = ModelSpreader(list(MODELS), models)
@@ -264,7 +265,7 @@ def main() -> None:
     try:
         call_command("migrate", verbosity=0)
         if reused:
-            from records.demo.generator import MODELS
+            from records.demo.cast import MODELS
             from records.models import Rollup
 
             project = Project.objects.get(name="bench")

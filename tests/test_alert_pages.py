@@ -18,7 +18,7 @@ from django.utils import timezone
 from alerts.firing import firing_alerts
 from alerts.models import OVERALL_STATES, AlertEvent, AlertState, Channel, Rule
 from alerts.preview import preview_rule
-from dashboard.charts import figures
+from dashboard.charts import alert_charts
 from records import catchup
 from records.models import Membership
 from tests.factories import record
@@ -197,7 +197,7 @@ def test_the_preview_draws_the_metric_the_threshold_and_where_it_would_have_fire
         (now - timedelta(minutes=180), ""),
         (now - timedelta(minutes=60), ""),
     ]
-    figure = figures.alert_preview(preview, percent=False)
+    figure = alert_charts.alert_preview(preview, percent=False)
     traces = figure["data"]
     assert traces[0]["mode"] == "lines" and len(traces[0]["x"]) == 24 * 60
     assert max(v for v in traces[0]["y"] if v is not None) == pytest.approx(3000, rel=0.01)
@@ -213,7 +213,7 @@ def test_the_preview_honours_the_for_duration_and_escapes_group_names(alice):
     preview = preview_rule(make_rule(alice, for_minutes=10))
     assert preview.fired == []  # a 5-minute window never holds for 10 minutes
     assert preview.lines[0].label == EVIL  # the data as posted; the figure escapes it
-    figure = figures.alert_preview(preview, percent=False)
+    figure = alert_charts.alert_preview(preview, percent=False)
     assert figure["data"][0]["name"] == "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 
@@ -247,7 +247,7 @@ def test_a_streak_rules_preview_shows_the_streak_hour_by_hour(alice):
         (hour - timedelta(hours=5), "qwen3-8b", 3.0),
         (hour - timedelta(hours=1), "qwen3-8b", 4.0),
     ]
-    figure = figures.alert_preview(preview, percent=False)
+    figure = alert_charts.alert_preview(preview, percent=False)
     lines = {trace["name"]: trace for trace in figure["data"][:-1]}
     assert list(lines) == ["qwen3-8b", "gpt-5-mini", "&lt;script&gt;alert(1)&lt;/script&gt;"]
     qwen = lines["qwen3-8b"]

@@ -23,7 +23,7 @@ print(json.dumps({{
     "before": before,
     "frozen": gc.get_freeze_count(),
     "walked": len(gc.get_objects()),
-    "views": "dashboard.charts.figures" in sys.modules and "api.ingest" in sys.modules,
+    "views": "dashboard.charts.plotting" in sys.modules and "api.ingest" in sys.modules,
 }}))
 """
 

@@ -21,7 +21,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.charts import figures
+from dashboard.charts import category_charts
 from dashboard.http.csp import HEADER
 from dashboard.queries import page_rollups, timeline
 from records import catchup
@@ -962,7 +962,7 @@ def test_it_describes_a_turn_with_its_invented_calls():
 
 
 def test_it_shows_markup_in_chart_labels_as_typed():
-    fig = figures.ranked(
+    fig = category_charts.ranked(
         {
             "ranked": [{"name": "<b>x</b>", "score": 1.0}],
             "offered": ["<b>x</b>"],

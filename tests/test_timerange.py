@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dashboard.charts import figures
+from dashboard.charts import plotting, time_charts
 from dashboard.queries.page_rollups import get_period, overview_range
 from dashboard.web.timerange import CUSTOM, TimeRange, in_progress, jump_query, parse_range
 from records.contract.filters import FilterError
@@ -75,13 +75,15 @@ def test_it_finds_the_bucket_still_filling_and_links_to_the_latest_data():
 
 
 def test_an_empty_figure_is_empty_and_a_partial_bucket_is_drawn_as_such():
-    rates = figures.rates_over_time({"swap_rate": []}, {})
-    assert rates["data"] and figures.is_empty(rates)  # a trace with no points draws no axes
+    rates = time_charts.rates_over_time({"swap_rate": []}, {})
+    assert rates["data"] and plotting.is_empty(rates)  # a trace with no points draws no axes
     t0, t1, t2 = (datetime(2026, 12, 1, h, tzinfo=UTC) for h in (8, 9, 10))
-    line = figures.rates_over_time({"swap_rate": [(t0, 0.1, 5), (t1, 0.2, 5), (t2, 0.5, 1)]}, {})
-    marked = figures.mark_partial(line, t2, t2 + timedelta(hours=1))
+    line = time_charts.rates_over_time(
+        {"swap_rate": [(t0, 0.1, 5), (t1, 0.2, 5), (t2, 0.5, 1)]}, {}
+    )
+    marked = plotting.mark_partial(line, t2, t2 + timedelta(hours=1))
     solid, dotted = marked["data"]
-    assert solid["x"] == [figures.when(t0), figures.when(t1)] and "dash" not in solid["line"]
-    assert dotted["x"] == [figures.when(t1), figures.when(t2)] and dotted["line"]["dash"] == "dot"
+    assert solid["x"] == [plotting.when(t0), plotting.when(t1)] and "dash" not in solid["line"]
+    assert dotted["x"] == [plotting.when(t1), plotting.when(t2)] and dotted["line"]["dash"] == "dot"
     assert dotted["showlegend"] is False
     assert [a["text"] for a in marked["layout"]["annotations"]] == ["in progress"]

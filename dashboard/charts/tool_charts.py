@@ -1,13 +1,22 @@
 """Figures of the tools, selection-accuracy and narrowing what-if pages, in the house style of
-dashboard.charts.figures (whose helpers build and validate the traces). Tool, model and agent names
-are data, passed through figures.plain so that plotly.js shows them as typed."""
+dashboard.charts.plotting (whose helpers build and validate the traces). Tool, model and agent
+names are data, passed through plotting.plain so that plotly.js shows them as typed."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
 
-from dashboard.charts.figures import PALETTE, Figure, _colour, _figure, _trace, bars, plain, when
+from dashboard.charts.category_charts import bars
+from dashboard.charts.plotting import (
+    PALETTE,
+    Figure,
+    build_figure,
+    build_trace,
+    palette_colour,
+    plain,
+    when,
+)
 from records.contract.rollup_keys import model_label
 from records.metrics.definitions import Calibration
 from records.metrics.tool_stats import ToolStats, WhatIf
@@ -31,23 +40,23 @@ def over_time(series: Sequence[tuple[datetime, ToolStats]]) -> Figure:
         ("missed", lambda s: s.missed),
     )
     traces = [
-        _trace(
+        build_trace(
             "Scatter",
             {"x": [when(t) for t, _ in series], "y": [get(s) for _, s in series], "name": label},
             mode="lines+markers" if len(series) < 3 else "lines",
-            line={"color": _colour(i), "width": 2},
+            line={"color": palette_colour(i), "width": 2},
             hovertemplate="%{y:,}",
         )
         for i, (label, get) in enumerate(lines)
     ]
-    return _figure(traces, ytitle="picks")
+    return build_figure(traces, ytitle="picks")
 
 
 def rates(groups: dict[str, list[tuple]], *, models: bool) -> Figure:
     """One line per group ([(t, value, count)]), on a percentage axis. A group of rows that
     named no classifier model is counted in the tables, never drawn."""
     traces = [
-        _trace(
+        build_trace(
             "Scatter",
             {
                 "x": [when(t) for t, _, c in points if c],
@@ -56,20 +65,20 @@ def rates(groups: dict[str, list[tuple]], *, models: bool) -> Figure:
                 "name": plain(model_label(group) if models else group or "(no agent)"),
             },
             mode="lines+markers" if len(points) < 3 else "lines",
-            line={"color": _colour(i), "width": 2},
+            line={"color": palette_colour(i), "width": 2},
             hovertemplate="%{y:.1%} (n=%{customdata})",
         )
         for i, (group, points) in enumerate(groups.items())
         if group or not models
     ]
-    return _figure(traces, ytitle="share", yformat=".0%")
+    return build_figure(traces, ytitle="share", yformat=".0%")
 
 
 def reliability(calibration: dict[str, Calibration]) -> Figure:
     """The reliability diagram: per classifier model, each confidence bin's mean confidence
     against the agreement observed in it; the diagonal is a perfectly calibrated classifier."""
     traces = [
-        _trace(
+        build_trace(
             "Scatter",
             {"x": [0, 1], "y": [0, 1], "name": "perfectly calibrated"},
             mode="lines",
@@ -80,7 +89,7 @@ def reliability(calibration: dict[str, Calibration]) -> Figure:
     for i, (model, cal) in enumerate(m for m in calibration.items() if m[0]):
         bins = cal.reliability()
         traces.append(
-            _trace(
+            build_trace(
                 "Scatter",
                 {
                     "x": [conf for _, _, _, conf in bins],
@@ -93,14 +102,15 @@ def reliability(calibration: dict[str, Calibration]) -> Figure:
                 hovertemplate="confidence %{x:.2f}: agreement %{y:.1%} (n=%{customdata})",
             )
         )
-    return _figure(traces, time_axis=False, xtitle="confidence (mean of bin)",
-                   ytitle="observed first-pick agreement", yformat=".0%", height=320)  # fmt: skip
+    return build_figure(traces, time_axis=False, xtitle="confidence (mean of bin)",
+                        ytitle="observed first-pick agreement", yformat=".0%",
+                        height=320)  # fmt: skip
 
 
 def whatif(groups: dict[str, WhatIf], *, cost: bool) -> Figure:
     """Per group, the miss rate (or the mean tool definitions served) at each top-N."""
     traces = [
-        _trace(
+        build_trace(
             "Scatter",
             {
                 "x": [n for n, _, _ in w.points],
@@ -108,12 +118,12 @@ def whatif(groups: dict[str, WhatIf], *, cost: bool) -> Figure:
                 "name": plain(label),
             },
             mode="lines+markers",
-            line={"color": _colour(i), "width": 2},
+            line={"color": palette_colour(i), "width": 2},
             hovertemplate="top %{x}: %{y" + (":.1f} tools" if cost else ":.1%} missed"),
         )
         for i, (label, w) in enumerate(groups.items())
         if w.points
     ]
-    return _figure(traces, time_axis=False, xtitle="serve: { top: N }",
-                   ytitle="tools served per call" if cost else "called tool narrowed out",
-                   yformat="" if cost else ".0%", height=300)  # fmt: skip
+    return build_figure(traces, time_axis=False, xtitle="serve: { top: N }",
+                        ytitle="tools served per call" if cost else "called tool narrowed out",
+                        yformat="" if cost else ".0%", height=300)  # fmt: skip

@@ -11,7 +11,8 @@ pages' budget at a million records a day:
 - sketches: the rows of the latency kinds only (picks, model calls), sketch and all, merged here.
 
 Streak sparklines fold StreakSegment rows (records.contract.streak_segments). Nothing here reads a record.
-Functions return plain data (dicts, lists, numbers); dashboard.charts.figures turns them into figures.
+Functions return plain data (dicts, lists, numbers); the modules of dashboard.charts turn them
+into figures.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from django.utils.html import format_html
 
 from alerts import units
 from alerts.evaluate import SYMBOLS
-from dashboard.charts import figures
+from dashboard.charts import plotting
 from dashboard.web import format as fmt
 from dashboard.web.access import switcher
 
@@ -97,8 +97,8 @@ def chart(figure: dict | None, dom_id: str, css_class: str = "chart") -> dict[st
     is the same without the suffix. The figure never becomes markup (json_script escapes it).
     """
     return {
-        # An empty figure says so rather than drawing bare axes (figures.is_empty).
-        "figure": None if figures.is_empty(figure) else figure,
+        # An empty figure says so rather than drawing bare axes (plotting.is_empty).
+        "figure": None if plotting.is_empty(figure) else figure,
         "dom_id": dom_id,
         "json_id": f"{dom_id}-figure",
         "css_class": css_class,

@@ -2,8 +2,8 @@
 the event history, pause and silence, and the channels with a "send test" button.
 
 Every page is scoped to the operator's projects: another project's rule or channel is a 404.
-The preview's data comes from alerts.preview and its figure from dashboard.charts.figures; these views
-only route, validate forms and render.
+The preview's data comes from alerts.preview and its figure from dashboard.charts.alert_charts;
+these views only route, validate forms and render.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from alerts.models import (
     filter_events,
 )
 from alerts.preview import preview_rule
-from dashboard.charts import figures
+from dashboard.charts import alert_charts
 from dashboard.web.access import get_project_for_user, projects_for_page
 from records.contract.filters import FilterError
 from records.models import Project
@@ -244,7 +244,7 @@ def rule_edit(request, rule_id: int | None = None):
         "form": form,
         "rule": rule,
         "preview": preview,
-        "preview_figure": figures.alert_preview(preview, units.is_rate(rule.metric))
+        "preview_figure": alert_charts.alert_preview(preview, units.is_rate(rule.metric))
         if preview
         else None,
         "groups": _field_groups(form),

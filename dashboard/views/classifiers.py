@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from dashboard.charts import figures
+from dashboard.charts import category_charts, plotting, time_charts
 from dashboard.queries import page_rollups
 from dashboard.views.overview import LIVE_SECONDS
 from dashboard.web.access import get_project_for_user
@@ -52,8 +52,8 @@ def classifiers_page(request: HttpRequest) -> HttpResponse:
     agreement = {"first-pick agreement": data["agreement"]}
     context = {
         **chart_context(project, data, agents, error, chosen),
-        "latency_figure": figures.classifier_latency(data["latency"]),
-        "skips_figure": figures.bars(
+        "latency_figure": time_charts.classifier_latency(data["latency"]),
+        "skips_figure": category_charts.bars(
             [t["group"]["reason"] for t in skip_totals],
             [t["value"] for t in skip_totals],
             percent=True,
@@ -62,22 +62,24 @@ def classifiers_page(request: HttpRequest) -> HttpResponse:
         )
         if any(t["value"] for t in skip_totals)
         else None,
-        "skip_series_figure": figures.percent_lines(data["skip_series"], "share of picks"),
-        "pick_errors_figure": figures.percent_lines(data["pick_errors"]["series"], "error rate"),
-        "agreement_figure": figures.rates_over_time(agreement, {}),
-        "ladder_figure": figures.percent_lines(data["ladder"]["series"], "fallback rate"),
-        "verdicts_figure": figures.stacked(models, verdict_stacks, ytitle="verdicts")
+        "skip_series_figure": time_charts.percent_lines(data["skip_series"], "share of picks"),
+        "pick_errors_figure": time_charts.percent_lines(
+            data["pick_errors"]["series"], "error rate"
+        ),
+        "agreement_figure": time_charts.rates_over_time(agreement, {}),
+        "ladder_figure": time_charts.percent_lines(data["ladder"]["series"], "fallback rate"),
+        "verdicts_figure": category_charts.stacked(models, verdict_stacks, ytitle="verdicts")
         if models
         else None,
-        "unavailable_figure": figures.stacked(causes, dispositions, ytitle="notices")
+        "unavailable_figure": category_charts.stacked(causes, dispositions, ytitle="notices")
         if causes
         else None,
-        "role_figure": figures.stacked(reasons, reason_models, ytitle="notices")
+        "role_figure": category_charts.stacked(reasons, reason_models, ytitle="notices")
         if reasons
         else None,
     }
     for name in TIME_FIGURES:
-        context[name] = figures.over_period(context[name], data["start"], data["end"], partial)
+        context[name] = plotting.over_period(context[name], data["start"], data["end"], partial)
     empty = not (data["latency_totals"] or data["verdicts"] or data["agreement_overall"][1])
     context.update(
         empty=empty_period(project.pk, agents, period, data["start"], data["end"])

@@ -26,7 +26,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from dashboard.charts import figures
+from dashboard.charts import category_charts, plotting, time_charts
 from dashboard.queries.page_rollups import count_rows, overview_range
 from dashboard.views.run_detail import load_records
 from dashboard.views.runs import CursorError, Sort, keyset_page, run_row
@@ -251,13 +251,13 @@ def fallbacks_page(request: HttpRequest) -> HttpResponse:
         **chart_context(project, data, agents, error, chosen),
         "causes": [(c, CAUSES[c], data["totals"][c]) for c in CAUSES],
         "counts": counts,
-        "funnel_figure": figures.fallback_funnel(
+        "funnel_figure": category_charts.fallback_funnel(
             counts["runs"], counts["moved"], [(CAUSES[c], data["totals"][c]) for c in CAUSES]
         )
         if counts["runs"] or any(data["totals"].values())
         else None,
-        "series_figure": figures.over_period(
-            figures.counts_over_time(series, ytitle="fallbacks"), start, end, partial
+        "series_figure": plotting.over_period(
+            time_charts.counts_over_time(series, ytitle="fallbacks"), start, end, partial
         ),
         "pairs": [
             (CAUSES[cause], rollup_keys.model_label(rollup_keys.model_of(model)), served, n)

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from dashboard.charts import figures
+from dashboard.charts import category_charts, plotting, time_charts
 from dashboard.queries import page_rollups
 from dashboard.views.overview import LIVE_SECONDS
 from dashboard.web.access import get_project_for_user
@@ -24,15 +24,15 @@ def models_page(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     data = page_rollups.models_page(project.pk, now, period.name, agents)
     partial = in_progress(period, data["start"], data["end"], now)
-    swaps = figures.percent_lines(data["swap_series"], "swap rate")
+    swaps = time_charts.percent_lines(data["swap_series"], "swap rate")
     empty = not (data["matrix"] or data["refused"] or data["errors"] or data["model_calls"])
     context = {
         **chart_context(project, data, agents, error, chosen),
-        "matrix_figure": figures.swap_matrix(data["matrix"]) if data["matrix"] else None,
+        "matrix_figure": category_charts.swap_matrix(data["matrix"]) if data["matrix"] else None,
         "kept_only": bool(data["matrix"]) and all(d == s for d, s in data["matrix"]),
-        "swaps_figure": figures.over_period(swaps, data["start"], data["end"], partial),
-        "paths_figure": figures.model_paths(data["paths"]) if data["paths"] else None,
-        "refusals_figure": figures.refusals(data["refused"]) if data["refused"] else None,
+        "swaps_figure": plotting.over_period(swaps, data["start"], data["end"], partial),
+        "paths_figure": category_charts.model_paths(data["paths"]) if data["paths"] else None,
+        "refusals_figure": category_charts.refusals(data["refused"]) if data["refused"] else None,
         "empty": empty_period(project.pk, agents, period, data["start"], data["end"])
         if empty
         else None,

@@ -9,7 +9,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from alerts.firing import firing_alerts
-from dashboard.charts import figures
+from dashboard.charts import plotting, time_charts
 from dashboard.queries import page_rollups
 from dashboard.views.runs import run_row
 from dashboard.web.access import get_project_for_user, operator_projects
@@ -41,12 +41,12 @@ def overview(request: HttpRequest) -> HttpResponse:
     data = page_rollups.overview(project.pk, now, period.name, agents)
     partial = in_progress(period, data["start"], data["end"], now)
     figures_ = {
-        "records_figure": figures.records_by_kind(data["records_by_kind"]),
-        "latency_figure": figures.latency_by_model(data["latency_by_model"]),
-        "rates_figure": figures.rates_over_time(data["rates"], RATE_LABELS),
+        "records_figure": time_charts.records_by_kind(data["records_by_kind"]),
+        "latency_figure": time_charts.latency_by_model(data["latency_by_model"]),
+        "rates_figure": time_charts.rates_over_time(data["rates"], RATE_LABELS),
     }
     figures_ = {
-        name: figures.over_period(f, data["start"], data["end"], partial)
+        name: plotting.over_period(f, data["start"], data["end"], partial)
         for name, f in figures_.items()
     }
     records = next(k for k in data["kpis"] if k.name == "records")

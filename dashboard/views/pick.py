@@ -8,7 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from dashboard.charts import figures
+from dashboard.charts import category_charts
 from dashboard.queries import timeline
 from dashboard.views.run_detail import load_records
 from dashboard.web.access import get_run_for_user
@@ -33,7 +33,7 @@ def pick_detail(request: HttpRequest, run_id: str, iteration: int) -> HttpRespon
             "run": run,
             "iteration": iteration,
             "detail": detail,
-            "figure": None if detail["failed"] else figures.ranked(detail["chart"]),
+            "figure": None if detail["failed"] else category_charts.ranked(detail["chart"]),
             "previous": previous,
             "next": following,
         },

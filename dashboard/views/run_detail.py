@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from dashboard.charts import figures
+from dashboard.charts import time_charts
 from dashboard.queries import timeline
 from dashboard.web.access import get_run_for_user
 from records.models import Record, Run
@@ -88,7 +88,7 @@ def _timeline_context(request: HttpRequest, run: Run) -> dict:
         "poll": live and last_page,
         "stopped": has_stopped,
         "poll_seconds": POLL_SECONDS,
-        "latency_figure": figures.run_latencies(timeline.items(iterations)),
+        "latency_figure": time_charts.run_latencies(timeline.items(iterations)),
     }
 
 

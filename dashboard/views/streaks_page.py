@@ -10,7 +10,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from dashboard.charts import figures
+from dashboard.charts import time_charts
 from dashboard.queries import page_rollups
 from dashboard.web.access import get_project_for_user
 from dashboard.web.params import chart_context, chart_params
@@ -26,7 +26,7 @@ def streaks_page(request: HttpRequest) -> HttpResponse:
         {
             "streak": streak,
             "dom_id": f"spark-{index}",
-            "sparkline": figures.sparkline(data["sparklines"][streak.model]),
+            "sparkline": time_charts.sparkline(data["sparklines"][streak.model]),
             # The runs holding this model's broken verdicts (and contract-broken notices).
             "runs_query": urlencode(
                 {"project": project.name, "model": streak.model, "has": "contract_break"}

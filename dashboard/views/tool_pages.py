@@ -11,7 +11,8 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from dashboard.charts import tool_charts
-from dashboard.charts.figures import bars, over_period
+from dashboard.charts.category_charts import bars
+from dashboard.charts.plotting import over_period
 from dashboard.queries import tool_queries
 from dashboard.views.overview import LIVE_SECONDS
 from dashboard.web.access import get_project_for_user
@@ -102,9 +103,7 @@ def selection(request: HttpRequest) -> HttpResponse:
     ]
     context = {
         **chart_context(project, data, agents, error, chosen),
-        "agreement_model_figure": timed(
-            tool_charts.rates(data["agreement_by_model"], models=True)
-        ),
+        "agreement_model_figure": timed(tool_charts.rates(data["agreement_by_model"], models=True)),
         "agreement_agent_figure": timed(
             tool_charts.rates(data["agreement_by_agent"], models=False)
         ),
