@@ -23,7 +23,7 @@ from rest_framework.exceptions import APIException
 from alerts.models import AlertEvent, filter_events
 from api.ingest import parse_body
 from api.pagination import Keyset, parse_limit
-from dashboard.views.runs import SORTS, CursorError, Sort, decode_cursor, keyset_page
+from dashboard.queries.run_list import SORTS, CursorError, Sort, decode_cursor, keyset_page
 from records.contract.filters import PARAMS, FilterError, filter_records, filter_runs, parse_filters
 from records.contract.normalise import NormalisedRecord, normalise
 from records.formats.record_export import parse_format

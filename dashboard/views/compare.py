@@ -4,7 +4,7 @@ For each iteration of either run, the lanes of a decision: the classifier's rank
 was served and chosen, what the model then called, the model selected, the verdicts and the
 turns; a lane whose text differs between the runs is marked. Reads the two runs' records of
 those kinds only (index record_run_ts), at most COMPARE_RECORDS each, and folds them here
-(`lanes`, `align`: pure functions over run_detail.load_records dicts).
+(`lanes`, `align`: pure functions over dashboard.queries.run_records.load_records dicts).
 
 The runs list selects two runs with checkboxes named `run` and a GET form, so it works without
 JavaScript; `?run=x&run=y` means `?a=x&b=y`.
@@ -22,9 +22,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
+from dashboard.queries.run_list import run_row
+from dashboard.queries.run_records import load_records
 from dashboard.queries.timeline import _names, _s
-from dashboard.views.run_detail import load_records
-from dashboard.views.runs import run_row
 from dashboard.web.access import get_run_for_user
 from records.contract.rollup_keys import OUTCOME, PICK, PICK_ERROR, SELECTION, TURN, VERDICT
 from records.models import Record, Run

@@ -28,8 +28,8 @@ from django.utils.http import urlencode
 
 from dashboard.charts import figures
 from dashboard.queries.page_rollups import count_rows, overview_range
-from dashboard.views.run_detail import load_records
-from dashboard.views.runs import CursorError, Sort, keyset_page, run_row
+from dashboard.queries.run_list import CursorError, Sort, keyset_page, run_row
+from dashboard.queries.run_records import load_records
 from dashboard.web import timerange
 from dashboard.web.access import get_project_for_user, get_run_for_user
 from dashboard.web.params import chart_context, chart_params
@@ -144,8 +144,8 @@ def _why_of_rung0(attempts: list[dict]) -> str:
 def chain(records: list[dict]) -> list[Step]:
     """What was configured, what served and why, for each place a run moved to another model.
 
-    `records` are one run's records in ts order (run_detail.load_records). A classification
-    appears once, at its first rung-1 attempt (re-asks are not another walk).
+    `records` are one run's records in ts order (dashboard.queries.run_records.load_records).
+    A classification appears once, at its first rung-1 attempt (re-asks are not another walk).
     """
     rung0: dict[str, list[dict]] = defaultdict(list)
     for r in records:

@@ -34,7 +34,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.timezone import localtime
 
-from dashboard.views.runs import COUNT_COLUMNS, TIME, CursorError, encode_cursor, run_row
+from dashboard.queries.run_list import COUNT_COLUMNS, TIME, CursorError, encode_cursor, run_row
 from dashboard.web import timerange
 from dashboard.web.access import get_project_for_user
 from dashboard.web.format import duration_ms
