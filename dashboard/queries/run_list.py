@@ -7,18 +7,16 @@ costs the same as the first and new runs do not shift it.
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import orjson
 from django.db.models import Q, QuerySet
 from django.urls import reverse
 from django.utils.timezone import localtime
 
 from dashboard.web.format import duration_ms
-from records.contract.filters import parse_time
+from records.contract.cursor import decode_cursor, encode_cursor
 from records.contract.rollup_keys import MODEL_CALL, PICK, PICK_ERROR, PROVIDER_ERROR, VERDICT
 from records.models import Run
 
@@ -28,10 +26,6 @@ PAGE_SIZE = 50
 # the list is "what is active", and the cursor never repeats or skips a run that did not move.
 SORTS = {"last_ts": "last", "first_ts": "first", "record_count": "records"}
 DEFAULT_SORT = "-last_ts"
-
-
-class CursorError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -56,6 +50,11 @@ class Sort:
         sign = "-" if self.descending else ""
         return f"{sign}{self.field}", f"{sign}id"
 
+    @property
+    def kinds(self) -> tuple[type, type]:
+        """The kinds of a cursor's values in this order: the sort column's, then the id."""
+        return (int if self.field == "record_count" else datetime, int)
+
     def toggled(self, field: str) -> str:
         """The ?sort= a column header links to: flips the direction of the current column."""
         if field == self.field:
@@ -63,36 +62,14 @@ class Sort:
         return f"-{field}"
 
 
-def encode_cursor(value: Any, pk: int) -> str:
-    raw = orjson.dumps([value.isoformat() if isinstance(value, datetime) else value, pk])
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _whole(value: Any) -> int:
-    """A cursor's integer: a JSON integer a bigint column can hold."""
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
-        raise ValueError(value)
-    return value
-
-
-def decode_cursor(cursor: str, sort: Sort) -> tuple[Any, int]:
-    try:
-        value, pk = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if sort.field == "record_count":
-            value = _whole(value)
-        else:
-            value = parse_time("after", value)  # the one reader of outside times
-        return value, _whole(pk)
-    except (ValueError, TypeError, orjson.JSONDecodeError) as exc:  # FilterError is a ValueError
-        raise CursorError("this page link is damaged; start again from the first page") from exc
-
-
 def keyset_page(
     runs: QuerySet, sort: Sort, cursor: str | None, size: int = PAGE_SIZE
 ) -> tuple[list[Run], str | None]:
-    """One page of `runs` in `sort` order after `cursor`, and the cursor of the next page."""
+    """One page of `runs` in `sort` order after `cursor`, and the cursor of the next page.
+
+    A cursor this list did not write raises records.contract.cursor.CursorError."""
     if cursor:
-        value, pk = decode_cursor(cursor, sort)
+        value, pk = decode_cursor(cursor, sort.kinds)
         op = "lt" if sort.descending else "gt"
         runs = runs.filter(
             Q(**{f"{sort.field}__{op}": value}) | Q(**{sort.field: value, f"id__{op}": pk})
@@ -102,7 +79,7 @@ def keyset_page(
         return rows, None
     rows = rows[:size]
     last = rows[-1]
-    return rows, encode_cursor(getattr(last, sort.field), last.pk)
+    return rows, encode_cursor([getattr(last, sort.field), last.pk])
 
 
 # Kind counts shown as columns: (heading, kinds added up).

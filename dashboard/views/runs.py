@@ -17,14 +17,14 @@ from django.utils.http import urlencode
 from dashboard.queries.run_list import (
     COUNT_COLUMNS,
     SORTS,
-    CursorError,
     Sort,
     keyset_page,
     run_row,
 )
 from dashboard.web import timerange
 from dashboard.web.access import get_project_for_user
-from dashboard.web.params import filter_params, list_range, parse, time_filters
+from dashboard.web.params import DAMAGED_LINK, filter_params, list_range, parse, time_filters
+from records.contract.cursor import CursorError
 from records.contract.filters import HAS_FLAGS, FilterError, filter_runs
 from records.contract.kinds import KIND_NAMES
 from records.models import Run
@@ -50,8 +50,8 @@ def runs_list(request: HttpRequest) -> HttpResponse:
         queryset = filter_runs(Run.objects.filter(project=project), filters)
         try:
             runs, next_cursor = keyset_page(queryset, sort, request.GET.get("after"))
-        except CursorError as exc:
-            error = exc
+        except CursorError:
+            error = DAMAGED_LINK
     params = filter_params(request)
     shared = {"project": project.name, **params}
     try:
