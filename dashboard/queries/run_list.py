@@ -15,7 +15,7 @@ from django.db.models import Q, QuerySet
 from django.urls import reverse
 from django.utils.timezone import localtime
 
-from dashboard.web.format import duration_ms
+from dashboard.formatting import duration_ms
 from records.contract.cursor import decode_cursor, encode_cursor
 from records.contract.rollup_keys import MODEL_CALL, PICK, PICK_ERROR, PROVIDER_ERROR, VERDICT
 from records.models import Run

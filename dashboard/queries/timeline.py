@@ -17,8 +17,8 @@ from typing import Any
 
 from django.utils.html import format_html_join
 
-from dashboard.web.format import duration_ms, offset
-from dashboard.web.format import tokens as format_tokens
+from dashboard.formatting import duration_ms, offset
+from dashboard.formatting import tokens as format_tokens
 from records.contract.rollup_keys import (
     MODEL_CALL,
     NOTICE,

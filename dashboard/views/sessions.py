@@ -32,10 +32,10 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.timezone import localtime
 
+from dashboard.formatting import duration_ms
 from dashboard.queries.run_list import COUNT_COLUMNS, TIME, run_row
 from dashboard.web import timerange
 from dashboard.web.access import get_project_for_user
-from dashboard.web.format import duration_ms
 from dashboard.web.params import DAMAGED_LINK, list_range
 from records.contract.cursor import CursorError, decode_cursor, encode_cursor
 from records.contract.filters import FilterError, parse_filters
