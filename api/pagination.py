@@ -3,20 +3,16 @@
 A page is `WHERE (key) > (the last row's key) ORDER BY key LIMIT n`, never OFFSET, so page 10,000
 costs what page 1 costs, and rows that arrive meanwhile never shift a page: each row that existed
 when the walk started comes back exactly once (a new one at most once). The cursor is the last
-row's key, opaque to clients (base64 of JSON); a forged cursor only moves within the queryset it
-is applied to, which is already limited to the caller's project.
+row's key in records.contract.cursor's form, opaque to clients; a forged cursor only moves within
+the queryset it is applied to, which is already limited to the caller's project.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-import orjson
 from django.db.models import Q, QuerySet
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.pagination import BasePagination
@@ -24,7 +20,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
-from records.contract.filters import FilterError, parse_time
+from records.contract.cursor import CursorError, decode_cursor, encode_cursor
+from records.contract.filters import FilterError
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -60,31 +57,16 @@ class Keyset:
         )
 
     def encode(self, row: Any) -> str:
-        values = []
-        for name, kind in self.fields:
-            value = getattr(row, name)
-            values.append(value.isoformat() if kind is datetime else value)
-        return base64.urlsafe_b64encode(orjson.dumps(values)).decode().rstrip("=")
+        return encode_cursor([getattr(row, name) for name, _ in self.fields])
 
     def decode(self, cursor: str) -> list[Any]:
-        invalid = FilterError("cursor", "is not a cursor from this list; start again without it")
+        """The key in `cursor`; a cursor this list did not write is a FilterError (a 400)."""
         try:
-            values = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        except (binascii.Error, ValueError):
-            raise invalid from None
-        if not isinstance(values, list) or len(values) != len(self.fields):
-            raise invalid
-        decoded = []
-        for value, (_, kind) in zip(values, self.fields, strict=True):
-            if kind is datetime:
-                try:
-                    value = parse_time("cursor", value)
-                except FilterError:
-                    raise invalid from None
-            elif not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 2**63:
-                raise invalid
-            decoded.append(value)
-        return decoded
+            return decode_cursor(cursor, [kind for _, kind in self.fields])
+        except CursorError:
+            raise FilterError(
+                "cursor", "is not a cursor from this list; start again without it"
+            ) from None
 
 
 @dataclass

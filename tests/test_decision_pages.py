@@ -335,6 +335,11 @@ def test_a_damaged_sessions_link_says_so(world):
     assert "this page link is damaged" in html
 
 
+def test_a_damaged_fallbacks_link_says_so(alice):
+    html = operator("alice", alice).get("/fallbacks/", {"after": "%%%"}).content.decode()
+    assert "this page link is damaged; start again from the first page" in html
+
+
 # --- run comparison -----------------------------------------------------------------------------
 def _two_runs(alice) -> None:
     t = BASE_TS

@@ -231,6 +231,23 @@ def test_it_neutralises_each_formula_trigger(char):
     assert neutralise(f"{char}x") == f"'{char}x"
 
 
+@pytest.mark.parametrize("char", FORMULA_TRIGGERS)
+def test_it_neutralises_each_trigger_in_the_stream_and_in_a_jobs_file(
+    alice, export_dir, django_capture_on_commit_callbacks, char
+):
+    text = {"agent": f"{char}agent", "run_id": f"{char}run", "session_id": f"{char}session"}
+    post_records(alice.client(), [record(**text)])
+    client = alice.client(alice.read_key)
+    job = start_job(alice, django_capture_on_commit_callbacks, format="csv")
+    export_jobs.run_export(job["id"])
+    download = client.get(client.get(f"/api/v1/exports/{job['id']}").json()["download_url"])
+    for content in (stream(client, format="csv"), b"".join(download.streaming_content)):
+        (row,) = csv.DictReader(io.StringIO(content.decode(), newline=""))
+        assert {column: row[column] for column in text} == {
+            column: "'" + value for column, value in text.items()
+        }
+
+
 @pytest.mark.parametrize("value", ["", "plain", "a=b", '{"x": "=1"}', "'=quoted"])
 def test_it_leaves_other_cells_alone(value):
     assert neutralise(value) == value

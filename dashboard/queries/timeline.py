@@ -17,8 +17,8 @@ from typing import Any
 
 from django.utils.html import format_html_join
 
-from dashboard.web.format import duration_ms, offset
-from dashboard.web.format import tokens as format_tokens
+from dashboard.formatting import duration_ms, offset
+from dashboard.formatting import tokens as format_tokens
 from records.contract.rollup_keys import (
     MODEL_CALL,
     NOTICE,
@@ -92,14 +92,16 @@ class Iteration:
         )
 
 
-def _s(value: Any) -> str:
+def text_of(value: Any) -> str:
+    """A record's value as the page shows it: absent is empty, anything else its text."""
     return "" if value is None else str(value)
 
 
-def _names(values: Any) -> str:
+def names_of(values: Any) -> str:
+    """A list of tools (names, or objects with a name) as one line of names."""
     if not isinstance(values, list):
         return ""
-    return ", ".join(_s(v.get("name") if isinstance(v, dict) else v) for v in values)
+    return ", ".join(text_of(v.get("name") if isinstance(v, dict) else v) for v in values)
 
 
 def _ms(value: Any) -> str:
@@ -109,7 +111,7 @@ def _ms(value: Any) -> str:
 
 def _pairs(*pairs: tuple[str, Any]) -> list[tuple[str, str]]:
     """(label, value) pairs, dropping the empty ones."""
-    return [(label, _s(value)) for label, value in pairs if value not in (None, "", [], {})]
+    return [(label, text_of(value)) for label, value in pairs if value not in (None, "", [], {})]
 
 
 def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str, str]]]:
@@ -120,18 +122,18 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
         ranked = d.get("ranked") or []
         top = ranked[0] if ranked and isinstance(ranked[0], dict) else {}
         classifier = d.get("classifier") or {}
-        title = f"{_s(classifier.get('model'))} ranked {len(ranked)} tools"
+        title = f"{text_of(classifier.get('model'))} ranked {len(ranked)} tools"
         if d.get("chosen") is not None:
-            title += f", chose {_s(d.get('chosen'))}"
+            title += f", chose {text_of(d.get('chosen'))}"
         else:
             title += ", chose nothing offered"
         narrowing = "narrowed" if d.get("narrowed") else "full set"
         if d.get("narrowedSkipped"):
-            narrowing = f"not narrowed: {_s(d.get('narrowedSkipped'))}"
+            narrowing = f"not narrowed: {text_of(d.get('narrowedSkipped'))}"
         return title, _pairs(
-            ("top", f"{_s(top.get('name'))} ({top.get('score')})" if top else ""),
-            ("served", _names(d.get("served"))),
-            ("doors", _names(der.get("doors"))),
+            ("top", f"{text_of(top.get('name'))} ({top.get('score')})" if top else ""),
+            ("served", names_of(d.get("served"))),
+            ("doors", names_of(der.get("doors"))),
             ("narrowing", narrowing),
             ("latency", _ms(d.get("latencyMs"))),
             ("confidence", d.get("confidence")),
@@ -139,23 +141,23 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
     if kind == PICK_ERROR:
         classifier = d.get("classifier") or {}
         status = f"{d.get('status')} " if d.get("status") is not None else ""
-        title = f"classifier {_s(classifier.get('model') or classifier.get('name'))} failed: "
-        return title + f"{status}{_s(d.get('message'))}", _pairs(
-            ("served", _names(d.get("served"))),
+        title = f"classifier {text_of(classifier.get('model') or classifier.get('name'))} failed: "
+        return title + f"{status}{text_of(d.get('message'))}", _pairs(
+            ("served", names_of(d.get("served"))),
             ("skip reason", d.get("narrowedSkipped")),
             ("latency", _ms(d.get("latencyMs"))),
         )
     if kind == OUTCOME:
-        called = _names(d.get("called")) or "nothing"
+        called = names_of(d.get("called")) or "nothing"
         agrees = d.get("firstAgrees")
         verdict = {True: "first pick agreed", False: "first pick disagreed"}.get(agrees, "")
         miss = d.get("miss") or {}
         return f"called {called}", _pairs(
-            ("agreement", verdict), ("wanted, not served", _names(miss.get("wanted")))
+            ("agreement", verdict), ("wanted, not served", names_of(miss.get("wanted")))
         )
     if kind == SELECTION:
-        default, selected = _s(d.get("default_model")), _s(d.get("selected_model"))
-        title = f"step {_s(d.get('step'))}: {_s(d.get('action'))} on {selected}"
+        default, selected = text_of(d.get("default_model")), text_of(d.get("selected_model"))
+        title = f"step {text_of(d.get('step'))}: {text_of(d.get('action'))} on {selected}"
         if selected != default:
             title += f" (swapped from {default})"
         patch = d.get("request_patch") or {}
@@ -168,7 +170,7 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
     if kind == MODEL_CALL:
         usage = d.get("usage") or {}
         tokens = f"{usage.get('input', 0):,} in / {usage.get('output', 0):,} out"
-        return f"{_s(d.get('provider'))} {_s(d.get('model'))}: {_s(d.get('stopReason'))}", _pairs(
+        return f"{text_of(d.get('provider'))} {text_of(d.get('model'))}: {text_of(d.get('stopReason'))}", _pairs(
             ("duration", _ms(d.get("durationMs"))),
             ("tokens", tokens if isinstance(usage, dict) and usage else ""),
             ("tools", d.get("toolsCount")),
@@ -177,12 +179,12 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
     if kind == TURN:
         calls = der.get("calls") or []
         shown = ", ".join(
-            _s(c.get("action") or c.get("control") or c.get("wire"))
+            text_of(c.get("action") or c.get("control") or c.get("wire"))
             + (" (invented)" if c.get("invented") else "")
             for c in calls
             if isinstance(c, dict)
         )
-        title = f"turn: {_s(der.get('decision'))}"
+        title = f"turn: {text_of(der.get('decision'))}"
         return title, _pairs(
             ("protocol", der.get("protocol")),
             ("calls", shown),
@@ -192,15 +194,15 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
             ("duration", _ms(d.get("durationMs"))),
         )
     if kind == VERDICT:
-        outcome = _s(d.get("outcome"))
-        result = _s(d.get("verdict")) if outcome == "ruled" else outcome
+        outcome = text_of(d.get("outcome"))
+        result = text_of(d.get("verdict")) if outcome == "ruled" else outcome
         extra = d.get("form") or d.get("cause") or ""
-        title = f"{_s(d.get('toolName'))}: {result}{f' ({extra})' if extra else ''}"
+        title = f"{text_of(d.get('toolName'))}: {result}{f' ({extra})' if extra else ''}"
         return title, _pairs(
-            ("model", f"{_s(d.get('model'))} on rung {_s(d.get('rung'))}"),
+            ("model", f"{text_of(d.get('model'))} on rung {text_of(d.get('rung'))}"),
             (
                 "seat",
-                f"{_s(d.get('seatModel'))} ({_s(d.get('seat'))})" if d.get("seatModel") else "",
+                f"{text_of(d.get('seatModel'))} ({text_of(d.get('seat'))})" if d.get("seatModel") else "",
             ),
             ("re-ask", "yes" if d.get("reask") else ""),
             ("ladder fallback", "yes" if der.get("ladder_fallback") else ""),
@@ -210,16 +212,16 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
     if kind == NOTICE:
         detail = d.get("detail") or {}
         shown = (
-            ", ".join(f"{k}={_s(v)}" for k, v in detail.items()) if isinstance(detail, dict) else ""
+            ", ".join(f"{k}={text_of(v)}" for k, v in detail.items()) if isinstance(detail, dict) else ""
         )
         return (
-            f"{_s(d.get('level') or 'notice')} {_s(d.get('code'))}: {_s(d.get('message'))}",
+            f"{text_of(d.get('level') or 'notice')} {text_of(d.get('code'))}: {text_of(d.get('message'))}",
             _pairs(("detail", shown), ("audience", d.get("audience"))),
         )
     if kind == PROVIDER_ERROR:
         choice = d.get("toolChoice") or {}
-        forced = f"{_s(choice.get('type'))} {_s(choice.get('name'))}".strip() if choice else ""
-        return f"{_s(d.get('provider'))} {_s(d.get('model'))}: {_s(d.get('error'))}", _pairs(
+        forced = f"{text_of(choice.get('type'))} {text_of(choice.get('name'))}".strip() if choice else ""
+        return f"{text_of(d.get('provider'))} {text_of(d.get('model'))}: {text_of(d.get('error'))}", _pairs(
             ("message", d.get("message")),
             ("status", d.get("status")),
             ("retryable", "yes" if d.get("retryable") else "no"),
@@ -229,7 +231,7 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
         shown = [(k, d.get(k)) for k in ("attempt", "fromProvider", "toProvider", "primary",
                                            "fallback", "errorKind", "recoveredVia", "state",
                                            "providerName", "reason")]  # fmt: skip
-        return f"reliability: {_s(d.get('type'))}", _pairs(*shown)
+        return f"reliability: {text_of(d.get('type'))}", _pairs(*shown)
     return kind, _pairs(*((k, v) for k, v in d.items() if not isinstance(v, dict | list)))
 
 

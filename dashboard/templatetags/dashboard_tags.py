@@ -1,4 +1,4 @@
-"""Inclusion tags and filters of the operator pages (filters wrap dashboard.web.format)."""
+"""Inclusion tags and filters of the operator pages (filters wrap dashboard.formatting)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from django.utils.html import format_html
 
 from alerts import units
 from alerts.evaluate import SYMBOLS
+from dashboard import formatting as fmt
 from dashboard.charts import plotting
-from dashboard.web import format as fmt
 from dashboard.web.access import switcher
 
 register = template.Library()

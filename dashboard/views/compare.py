@@ -4,7 +4,7 @@ For each iteration of either run, the lanes of a decision: the classifier's rank
 was served and chosen, what the model then called, the model selected, the verdicts and the
 turns; a lane whose text differs between the runs is marked. Reads the two runs' records of
 those kinds only (index record_run_ts), at most COMPARE_RECORDS each, and folds them here
-(`lanes`, `align`: pure functions over run_detail.load_records dicts).
+(`lanes`, `align`: pure functions over dashboard.queries.run_records.load_records dicts).
 
 The runs list selects two runs with checkboxes named `run` and a GET form, so it works without
 JavaScript; `?run=x&run=y` means `?a=x&b=y`.
@@ -22,9 +22,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
-from dashboard.queries.timeline import _names, _s
-from dashboard.views.run_detail import load_records
-from dashboard.views.runs import run_row
+from dashboard.queries.run_list import run_row
+from dashboard.queries.run_records import load_records
+from dashboard.queries.timeline import names_of, text_of
 from dashboard.web.access import get_run_for_user
 from records.contract.rollup_keys import OUTCOME, PICK, PICK_ERROR, SELECTION, TURN, VERDICT
 from records.models import Record, Run
@@ -48,7 +48,7 @@ def _ranked(values: Any) -> str:
     if not isinstance(values, list):
         return ""
     return ", ".join(
-        f"{_s(v.get('name'))} {v.get('score')}" if isinstance(v, dict) else _s(v) for v in values
+        f"{text_of(v.get('name'))} {v.get('score')}" if isinstance(v, dict) else text_of(v) for v in values
     )
 
 
@@ -60,36 +60,36 @@ def record_lanes(kind: str, data: dict, derived: dict) -> list[tuple[str, str]]:
         chosen = d.get("chosen")
         return [
             ("ranked", _ranked(d.get("ranked"))),
-            ("served", _names(d.get("served"))),
-            ("chosen", _s(chosen) if chosen is not None else "(nothing offered)"),
+            ("served", names_of(d.get("served"))),
+            ("chosen", text_of(chosen) if chosen is not None else "(nothing offered)"),
         ]
     if kind == PICK_ERROR:
         return [
-            ("ranked", f"pick error: {_s(d.get('message'))}"),
-            ("served", _names(d.get("served"))),
+            ("ranked", f"pick error: {text_of(d.get('message'))}"),
+            ("served", names_of(d.get("served"))),
         ]
     if kind == OUTCOME:
-        return [("called", _names(d.get("called")) or "(nothing)")]
+        return [("called", names_of(d.get("called")) or "(nothing)")]
     if kind == SELECTION:
-        default, selected = _s(d.get("default_model")), _s(d.get("selected_model"))
+        default, selected = text_of(d.get("default_model")), text_of(d.get("selected_model"))
         text = selected if selected == default else f"{selected} (default {default})"
-        return [("model", f"{text}, {_s(d.get('action'))}")]
+        return [("model", f"{text}, {text_of(d.get('action'))}")]
     if kind == VERDICT:
-        outcome = _s(d.get("outcome"))
-        result = _s(d.get("verdict")) if outcome == "ruled" else outcome
+        outcome = text_of(d.get("outcome"))
+        result = text_of(d.get("verdict")) if outcome == "ruled" else outcome
         return [
-            ("verdicts", f"{_s(d.get('toolName'))}: {result} on {_s(d.get('model'))} "
-                         f"(rung {_s(d.get('rung'))}{', re-ask' if d.get('reask') else ''})")
+            ("verdicts", f"{text_of(d.get('toolName'))}: {result} on {text_of(d.get('model'))} "
+                         f"(rung {text_of(d.get('rung'))}{', re-ask' if d.get('reask') else ''})")
         ]  # fmt: skip
     if kind == TURN:
         calls = der.get("calls") or []
         shown = ", ".join(
-            _s(c.get("action") or c.get("control") or c.get("wire"))
+            text_of(c.get("action") or c.get("control") or c.get("wire"))
             + (" (invented)" if c.get("invented") else "")
             for c in calls
             if isinstance(c, dict)
         )
-        return [("turns", _s(der.get("decision")) + (f": {shown}" if shown else ""))]
+        return [("turns", text_of(der.get("decision")) + (f": {shown}" if shown else ""))]
     return []
 
 

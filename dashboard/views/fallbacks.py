@@ -28,12 +28,13 @@ from django.utils.http import urlencode
 
 from dashboard.charts import category_charts, plotting, time_charts
 from dashboard.queries.page_rollups import count_rows, overview_range
-from dashboard.views.run_detail import load_records
-from dashboard.views.runs import CursorError, Sort, keyset_page, run_row
+from dashboard.queries.run_list import Sort, keyset_page, run_row
+from dashboard.queries.run_records import load_records
 from dashboard.web import timerange
 from dashboard.web.access import get_project_for_user, get_run_for_user
-from dashboard.web.params import chart_context, chart_params
+from dashboard.web.params import DAMAGED_LINK, chart_context, chart_params
 from records.contract import fallback_causes, rollup_keys
+from records.contract.cursor import CursorError
 from records.contract.fallback_causes import MOVED_RUN
 from records.contract.rollup_keys import CLASSIFICATION, NOTICE, RELIABILITY, SELECTION, VERDICT
 from records.metrics.reader import Row
@@ -144,8 +145,8 @@ def _why_of_rung0(attempts: list[dict]) -> str:
 def chain(records: list[dict]) -> list[Step]:
     """What was configured, what served and why, for each place a run moved to another model.
 
-    `records` are one run's records in ts order (run_detail.load_records). A classification
-    appears once, at its first rung-1 attempt (re-asks are not another walk).
+    `records` are one run's records in ts order (dashboard.queries.run_records.load_records).
+    A classification appears once, at its first rung-1 attempt (re-asks are not another walk).
     """
     rung0: dict[str, list[dict]] = defaultdict(list)
     for r in records:
@@ -233,8 +234,8 @@ def fallbacks_page(request: HttpRequest) -> HttpResponse:
         runs, next_cursor = keyset_page(
             moved, Sort("last_ts", True), request.GET.get("after"), RUNS_SHOWN
         )
-    except CursorError as exc:
-        runs, next_cursor, error = [], None, exc
+    except CursorError:
+        runs, next_cursor, error = [], None, DAMAGED_LINK
     data.update(period=period, start=start, end=end)
     partial = timerange.in_progress(period, start, end, now)
     series = [

@@ -11,10 +11,9 @@ from django.utils import timezone
 
 from dashboard.charts import category_charts, plotting, time_charts
 from dashboard.queries import page_rollups
-from dashboard.views.overview import LIVE_SECONDS
 from dashboard.web.access import get_project_for_user
 from dashboard.web.params import chart_context, chart_params
-from dashboard.web.timerange import empty_period, in_progress
+from dashboard.web.timerange import LIVE_SECONDS, empty_period, in_progress
 
 
 @login_required

@@ -11,17 +11,15 @@ from django.utils import timezone
 from alerts.firing import firing_alerts
 from dashboard.charts import plotting, time_charts
 from dashboard.queries import page_rollups
-from dashboard.views.runs import run_row
+from dashboard.queries.run_list import run_row
 from dashboard.web.access import get_project_for_user, operator_projects
 from dashboard.web.params import chart_context, chart_params
-from dashboard.web.timerange import empty_period, in_progress
+from dashboard.web.timerange import LIVE_SECONDS, empty_period, in_progress
 from records.metrics.freshness import project_freshness
 from records.models import Run
 from workers.heartbeat import queue_status
 
 RECENT_RUNS = 15
-# The page polls itself this often while its period includes now (and its tab is visible).
-LIVE_SECONDS = 10
 RATE_LABELS = {
     "ladder_fallback_rate": "ladder fallback",
     "narrowing_skip_rate": "narrowing skip",

@@ -10,7 +10,7 @@ from django.shortcuts import render
 
 from dashboard.charts import category_charts
 from dashboard.queries import timeline
-from dashboard.views.run_detail import load_records
+from dashboard.queries.run_records import load_records
 from dashboard.web.access import get_run_for_user
 from records.models import Record
 

@@ -16,12 +16,10 @@ so rather than read more.
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import orjson
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.db.models import BigIntegerField, Count, Max, Min, Q, QuerySet, Sum
@@ -34,12 +32,13 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.timezone import localtime
 
-from dashboard.views.runs import COUNT_COLUMNS, TIME, CursorError, encode_cursor, run_row
+from dashboard.formatting import duration_ms
+from dashboard.queries.run_list import COUNT_COLUMNS, TIME, run_row
 from dashboard.web import timerange
 from dashboard.web.access import get_project_for_user
-from dashboard.web.format import duration_ms
-from dashboard.web.params import list_range
-from records.contract.filters import FilterError, parse_filters, parse_time
+from dashboard.web.params import DAMAGED_LINK, list_range
+from records.contract.cursor import CursorError, decode_cursor, encode_cursor
+from records.contract.filters import FilterError, parse_filters
 from records.models import Record, Run
 
 PAGE_SIZE = 50
@@ -49,17 +48,6 @@ MAX_WALK = 20_000  # runs walked for one page at most; the page then ends early,
 TOKEN_RECORDS = 50_000  # records read to sum a page's tokens at most
 SESSION_RUNS = 500  # runs listed on the page of a session
 FLAGS = ("swap", "fallback", "error", "contract_break", "violation")
-
-
-def decode_position(cursor: str) -> tuple[datetime, int]:
-    try:
-        value, pk = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        when = parse_time("after", value)
-        if not isinstance(pk, int) or isinstance(pk, bool) or not 0 <= pk < 2**63:
-            raise ValueError(pk)
-        return when, pk
-    except (ValueError, TypeError, orjson.JSONDecodeError) as exc:
-        raise CursorError("this page link is damaged; start again from the first page") from exc
 
 
 def _after(position: tuple[datetime, int]) -> Q:
@@ -84,7 +72,8 @@ def page_of_sessions(
     """The session ids of one page, newest latest run first, and the next page's cursor.
 
     `runs` are the runs the list considers (project, agent, and last_ts in [oldest, newest)):
-    a session is on the page of its newest such run.
+    a session is on the page of its newest such run. A cursor this list did not write raises
+    records.contract.cursor.CursorError.
 
     The walk reads runs in slices of last_ts (an hour first, wider after a sparse one; over a
     gap it jumps to the newest run below it), each a range of index run_recent: without table
@@ -93,7 +82,7 @@ def page_of_sessions(
     """
     runs = runs.filter(session_id__isnull=False)
     ordered = runs.order_by("-last_ts", "-id").values_list("session_id", "last_ts", "id")
-    start = decode_position(cursor) if cursor else None
+    start = tuple(decode_cursor(cursor, (datetime, int))) if cursor else None
     floor = oldest or timerange.EARLIEST
     upper = start or _newest_below(runs, newest)
     width = FIRST_SLICE
@@ -130,10 +119,10 @@ def page_of_sessions(
             upper = _newest_below(runs, low) if low > floor else None
     if len(found) > size:
         last = found[size - 1]
-        return [s for s, _, _ in found[:size]], encode_cursor(last[1], last[2])
+        return [s for s, _, _ in found[:size]], encode_cursor([last[1], last[2]])
     if walked >= MAX_WALK and upper is not None:
         # Walked the most a page may: the next page goes on from where this walk stopped.
-        return [s for s, _, _ in found], encode_cursor(*upper)
+        return [s for s, _, _ in found], encode_cursor(upper)
     return [s for s, _, _ in found], None
 
 
@@ -307,8 +296,8 @@ def sessions_list(request: HttpRequest) -> HttpResponse:
     if error is None:
         try:
             ids, next_cursor = page_of_sessions(runs, request.GET.get("after"), **bounds)
-        except CursorError as exc:
-            error = exc
+        except CursorError:
+            error = DAMAGED_LINK
     counters = session_counters(project.pk, ids)
     tokens = session_tokens(project.pk, ids)
     rows = [

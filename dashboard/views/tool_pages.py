@@ -14,10 +14,9 @@ from dashboard.charts import tool_charts
 from dashboard.charts.category_charts import bars
 from dashboard.charts.plotting import over_period
 from dashboard.queries import tool_queries
-from dashboard.views.overview import LIVE_SECONDS
 from dashboard.web.access import get_project_for_user
 from dashboard.web.params import chart_context, chart_params
-from dashboard.web.timerange import in_progress
+from dashboard.web.timerange import LIVE_SECONDS, in_progress
 from records.contract.rollup_keys import model_label
 
 

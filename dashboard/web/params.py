@@ -13,6 +13,9 @@ from dashboard.web import timerange
 from records.contract.filters import PARAMS, FilterError, Filters, parse_filters
 from records.store import retention
 
+# What a list says of an `after` its own pages did not write (records.contract.cursor refused it).
+DAMAGED_LINK = "this page link is damaged; start again from the first page"
+
 
 def filter_params(request: HttpRequest) -> dict[str, str]:
     """The filters from the query string.

@@ -138,6 +138,10 @@ def jump_query(latest: datetime, span: timedelta) -> dict[str, str]:
     }
 
 
+# A chart page polls itself this often while its period includes now (and its tab is visible).
+LIVE_SECONDS = 10
+
+
 def in_progress(period: Period, start: datetime, end: datetime, now: datetime):
     """The bucket of the period still filling, (start, end), or None when it is all past."""
     bucket = truncate(now, period.interval)

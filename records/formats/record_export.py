@@ -61,7 +61,9 @@ _FIELDS = (
 _TS = COLUMNS.index("ts")
 _DATA, _DERIVED = COLUMNS.index("data"), COLUMNS.index("derived")
 
+# A CSV cell starting with one of these is a formula to a spreadsheet (CSV injection).
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+_TRIGGER_SET = frozenset(FORMULA_TRIGGERS)
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,7 @@ def export_rows_paged(queryset: QuerySet, *, page: int = 5000) -> Iterator[Row]:
 
 def neutralise(value: str) -> str:
     """Make a cell a spreadsheet shows as text instead of running it as a formula."""
-    return "'" + value if value[:1] in FORMULA_TRIGGERS else value
+    return "'" + value if value[:1] in _TRIGGER_SET else value
 
 
 def batched(rows: Iterable[Row], size: int) -> Iterator[list[Row]]:
@@ -224,7 +226,6 @@ def jsonl_chunks(rows: Iterable[Row], *, batch: int = 1000) -> Iterator[bytes]:
 # a time, which made it the slowest step for the ~1 KB JSON cells, and a formatter call per cell
 # cost as much again. tests/test_exports.py reads the output back with the csv module.
 
-_TRIGGER_SET = frozenset(FORMULA_TRIGGERS)
 _needs_quotes = re.compile(r'[",\r\n]').search
 
 
@@ -232,8 +233,7 @@ def _text(value: str | None) -> str:
     """Free text: neutralised when it starts like a formula, quoted when it must be."""
     if not value:
         return ""
-    if value[0] in _TRIGGER_SET:
-        value = "'" + value
+    value = neutralise(value)
     if _needs_quotes(value):
         return '"' + value.replace('"', '""') + '"'
     return value

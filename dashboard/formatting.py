@@ -1,4 +1,7 @@
-"""How numbers read on the pages: pure functions, wrapped as template filters."""
+"""How numbers read on the pages: pure functions, wrapped as template filters
+(dashboard.templatetags) and called by the reads that build rows (dashboard.queries).
+
+Outside web/ and queries/ so that both may import it: it depends on nothing of the dashboard."""
 
 from __future__ import annotations
 
