@@ -64,6 +64,24 @@ def alice(transactional_db):
     return Persona("acme")
 
 
+@pytest.fixture
+def latest_genai_conventions(monkeypatch):
+    """The official GenAI instrumentation with messages on the span (gen_ai.output.messages).
+
+    OpenTelemetry reads OTEL_SEMCONV_STABILITY_OPT_IN once per process, when the first
+    instrumentor is instrumented, and keeps the answer; after another instrumentation's test it
+    would ignore the variable and send the older conventions (no tool calls on the span). The
+    cached answer is reset here so the variable is read again, and restored afterwards.
+    """
+    from opentelemetry.instrumentation._semconv import _OpenTelemetrySemanticConventionStability
+
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    stability = _OpenTelemetrySemanticConventionStability
+    monkeypatch.setattr(stability, "_initialized", False)
+    monkeypatch.setattr(stability, "_OTEL_SEMCONV_STABILITY_SIGNAL_MAPPING", {})
+
+
 def provider_to(base: str, key: str) -> TracerProvider:
     """What a team configures: an OTLP/HTTP exporter at Decisionboard behind a batch processor."""
     provider = TracerProvider()
@@ -118,19 +136,20 @@ def assert_the_operator_sees_the_run(base, alice, pages, run_id: str, *, offered
     chain = text_of(pages.get(f"/fallbacks/runs/{run_id}/").content)
     assert "claude-sonnet-4-5" in chain and "InternalServerError" in chain
 
+    def weather_page() -> str | None:
+        catch_up()  # a pass may leave the newest records to the next one: run until folded
+        page = text_of(pages.get("/tools/get_weather/").content)
+        found = re.search(r"Turn calls (\d+)", page)
+        return page if found and found.group(1) == "1" else None
+
+    weather = wait_until(weather_page, 30, "the turn call of get_weather on its page")
     tools = pages.get("/tools/")
     assert tools.status_code == 200
     page = text_of(tools.content)
     invented = re.search(r'id="tools-invented".*?</table>', tools.content.decode(), re.S).group(0)
     # Called though never offered; judged invented only when the trace says what was offered.
     assert ("book_flight" in invented) is offered
-    def weather_page() -> str | None:
-        catch_up()  # a pass may leave the newest records to the next one: run until folded
-        page = text_of(pages.get("/tools/get_weather/").content)
-        return page if re.search(r"Turn calls (\d+)", page).group(1) == "1" else None
-
     if offered:
-        weather = wait_until(weather_page, 30, "the turn call of get_weather on its page")
         assert re.search(r"Offered to a model call (\d+)", weather).group(1) == "2"
         assert re.search(r"Called by that call (\d+)", weather).group(1) == "1"
         assert "not reported by plain OpenTelemetry traces" in page
@@ -160,13 +179,11 @@ def test_an_openinference_instrumented_client_lands_its_decisions(base, alice, a
     assert_the_operator_sees_the_run(base, alice, alice_pages, run_id, offered=True)
 
 
-def test_the_official_genai_instrumentation_lands_its_decisions(base, alice, alice_pages,
-                                                              monkeypatch):  # fmt: skip
+def test_the_official_genai_instrumentation_lands_its_decisions(
+    base, alice, alice_pages, latest_genai_conventions
+):
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
-    # Messages on the span, in the latest GenAI conventions (gen_ai.output.messages).
-    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
-    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
     provider = provider_to(base, alice.ingest_key)
     instrumentor = OpenAIInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
