@@ -146,9 +146,13 @@ def assert_the_operator_sees_the_run(base, alice, pages, run_id: str, *, offered
     tools = pages.get("/tools/")
     assert tools.status_code == 200
     page = text_of(tools.content)
+    listed = re.search(r'id="tools-table".*?</table>', tools.content.decode(), re.S).group(0)
     invented = re.search(r'id="tools-invented".*?</table>', tools.content.decode(), re.S).group(0)
     # Called though never offered; judged invented only when the trace says what was offered.
     assert ("book_flight" in invented) is offered
+    # Listed either way; when the trace does not say what was offered, the list says so.
+    weather_row = re.search(r"<tr><td><a [^>]*>get_weather</a>.*?</tr>", listed).group(0)
+    assert ("not reported" in weather_row.split("</td>")[1]) is not offered
     if offered:
         assert re.search(r"Offered to a model call (\d+)", weather).group(1) == "2"
         assert re.search(r"Called by that call (\d+)", weather).group(1) == "1"
@@ -255,3 +259,9 @@ def test_an_openai_agents_sdk_run_with_a_handoff_lands_as_a_run_and_a_sub_run(
     assert error["agent"] == "booker" and error["data"]["model"] == "gpt-4o"
     detail = text_of(alice_pages.get(f"/runs/{top['run_id']}/").content)
     assert "transfer_to_booker" in detail
+    # The SDK's model calls do not say which tools they were offered: the tool is listed,
+    # its offers "not reported" rather than 0.
+    listed = re.search(r'id="tools-table".*?</table>', alice_pages.get("/tools/").content.decode(),
+                       re.S).group(0)  # fmt: skip
+    weather_row = re.search(r"<tr><td><a [^>]*>get_weather</a>.*?</tr>", listed).group(0)
+    assert "not reported" in weather_row.split("</td>")[1]
