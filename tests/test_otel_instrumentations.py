@@ -1,5 +1,5 @@
-"""The real instrumentations from PyPI (OpenInference, the official OpenTelemetry GenAI one, the
-OpenAI Agents SDK with OpenInference) driving the real `openai` client against an
+"""The real instrumentations from PyPI (OpenInference, OpenLLMetry, the official OpenTelemetry
+GenAI one, the OpenAI Agents SDK with OpenInference) driving the real `openai` client against an
 OpenAI-compatible server on the loopback, exporting over OTLP/HTTP to the product under
 gunicorn. What is asserted is what an operator sees: pages and the read API."""
 
@@ -206,6 +206,39 @@ def test_the_official_genai_instrumentation_lands_its_decisions(
     run_id = f"{a.get_span_context().trace_id:032x}"
     # This instrumentation does not record the tools a request offered: called, not offered.
     assert_the_operator_sees_the_run(base, alice, alice_pages, run_id, offered=False)
+
+
+def test_an_openllmetry_instrumented_client_lands_its_decisions(base, alice, alice_pages):
+    # OpenLLMetry's instrumentation (traceloop): gen_ai.tool.definitions for the offered tools,
+    # gen_ai.output.messages for the called ones; no session of its own, so the agent span
+    # names it, as a team's own code would.
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+
+    provider = provider_to(base, alice.ingest_key)
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with openai_stub(Script(SCRIPT)) as url:
+            client = openai.OpenAI(base_url=url, api_key="sk-test", max_retries=0)
+            tracer = provider.get_tracer("support-agent")
+            attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support",
+                          "gen_ai.conversation.id": "sess-42"}  # fmt: skip
+            with tracer.start_as_current_span("invoke_agent support", attributes=attributes) as a:
+                drive(client)
+            assert provider.force_flush(30_000)
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    run_id = f"{a.get_span_context().trace_id:032x}"
+    assert_the_operator_sees_the_run(base, alice, alice_pages, run_id, offered=True)
+    # Each call's tool decision, in its iteration: offered both tools, called one of them and
+    # a name never offered (the invented one on the tools page), then called nothing.
+    turns = read(base, alice.read_key, "/api/v1/records", run_id=run_id, kind="turn")["results"]
+    decided = {t["data"]["iteration"]: t["data"] for t in turns if "offered" in t["data"]}
+    assert sorted(decided) == [0, 1]
+    assert decided[0]["offered"] == ["get_weather", "search_docs"]
+    assert [c["name"] for c in decided[0]["toolCalls"]] == ["get_weather", "book_flight"]
+    assert decided[1]["toolCalls"] == []
 
 
 def test_an_openai_agents_sdk_run_with_a_handoff_lands_as_a_run_and_a_sub_run(
