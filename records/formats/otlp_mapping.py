@@ -273,7 +273,7 @@ def tool_turns(tools: list[SpanView], trace: Trace, mapping: Mapping) -> None:
     """
     # Inference spans by parent, in the order they ended, with their end times to bisect.
     responses: dict[tuple[str, str], list[SpanView]] = {}
-    for span in mapping.spans:
+    for span in trace.spans:
         if is_model_call(span):
             responses.setdefault((span.trace_id, span.parent_span_id), []).append(span)
     ends: dict[tuple[str, str], list[int]] = {}
@@ -409,9 +409,15 @@ def map_export(request: ExportTraceServiceRequest) -> Mapping:
     reader = AttributeReader()
     spans = spans_of(request, reader)
     mapping = Mapping(spans)
-    trace = Trace(spans)
-    tools: list[SpanView] = []
+    identified = []
     for span in spans:
+        if span.identified:
+            identified.append(span)
+        else:
+            mapping.reject(span, "no trace id or span id (OTLP requires both, not all zeros)")
+    trace = Trace(identified)
+    tools: list[SpanView] = []
+    for span in identified:
         has_events = False
         for event in span.events:
             if event.name.startswith(PREFIX):

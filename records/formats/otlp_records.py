@@ -12,6 +12,9 @@ from records.formats import trace_decisions
 from records.formats.llm_read import LlmRead
 from records.formats.otlp_spans import EventView, Scope, SpanView
 
+# One problem's text in a rejection, at most (records.formats.otlp shows the first few).
+MAX_PROBLEM_CHARS = 400
+
 
 @dataclass(slots=True)
 class PendingCall:
@@ -55,9 +58,11 @@ class Mapping:
     problems: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
     def reject(self, span: SpanView, message: str) -> None:
-        self.problems.setdefault((span.trace_id, span.span_id), []).append(
-            f"{span.label}: {message}"
-        )
+        # A span without ids is a problem of its own, however many share the missing ids.
+        key = (span.trace_id, span.span_id) if span.identified else ("", str(id(span)))
+        if len(message) > MAX_PROBLEM_CHARS:  # a value may be named in it: keep the answer small
+            message = message[:MAX_PROBLEM_CHARS] + "…"
+        self.problems.setdefault(key, []).append(f"{span.label}: {message}")
 
 
 def ts(ns: int) -> datetime:

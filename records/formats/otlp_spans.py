@@ -51,6 +51,8 @@ EXECUTE_TOOL = "execute_tool"
 INVOKE_AGENT = "invoke_agent"
 # How far up a parent chain is followed (a loop of parent ids in a hostile export ends too).
 _MAX_DEPTH = 100
+# A span's name in a rejection is cut here: the answer names every rejected span.
+_LABEL_NAME_CHARS = 120
 
 
 @dataclass(slots=True)
@@ -98,7 +100,18 @@ class SpanView:
 
     @property
     def label(self) -> str:
-        return f"span {self.span_id} {self.name!r}"
+        name = (
+            self.name
+            if len(self.name) <= _LABEL_NAME_CHARS
+            else self.name[:_LABEL_NAME_CHARS] + "…"
+        )
+        return f"span {self.span_id or '(no id)'} {name!r}"
+
+    @property
+    def identified(self) -> bool:
+        """Whether the span has the trace and span ids OTLP requires (not empty, not zeros):
+        records are keyed by them, so without them a span cannot be mapped."""
+        return bool(self.trace_id.strip("0") and self.span_id.strip("0"))
 
     @property
     def duration_ms(self) -> float:
@@ -217,6 +230,7 @@ class Trace:
     """
 
     def __init__(self, spans: list[SpanView]):
+        self.spans = spans
         self.by_id = {(s.trace_id, s.span_id): s for s in spans}
         self._scopes: dict[tuple[str, str], Scope] = {}
         # What a resource's attributes give a span that has no attributes and no ancestor in
