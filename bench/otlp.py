@@ -2,14 +2,18 @@
 same run.
 
     .venv/bin/python bench/otlp.py [--records 50000] [--batch 500] [--web-workers 2]
-                                   [--clients 1] [--rounds 6]
+                                   [--clients 1] [--rounds 6] [--shape events|openinference]
                                    [--database decisionboard_bench_otlp]
 
 1. Recreates a scratch database (`--database`), migrates it, issues three keys (one
    project per path, so that no path's records are duplicates of another's).
-2. Generates the demo records and serialises them up front twice: as native JSON batches, and as
-   OTLP protobuf exports of the same records (one span each, the record a decisionboard.<kind>
-   event, lists and objects as JSON strings, the envelope as decisionboard.* attributes).
+2. Serialises the same records up front twice, as native JSON batches and as OTLP protobuf
+   exports. `--shape events` (the default): the demo records, one span each, the record a
+   decisionboard.<kind> event (lists and objects as JSON strings, the envelope as
+   decisionboard.* attributes). `--shape openinference`: OpenInference LLM spans as its
+   instrumentations send them (model, token counts, a dozen offered tools as JSON schemas, a
+   tool call, messages), four a trace; the native set is what the mapping makes of them (a
+   model_call, a model_selection and a tool-decision turn each), so both store the same records.
 3. Starts the product under gunicorn, and the OTLP/gRPC receiver (`manage.py serve_otlp_grpc`),
    and posts each set from `--clients` processes over keep-alive connections: records / wall
    time for each. The OTLP exports go both to /v1/traces and, the same bytes, to the gRPC
@@ -146,6 +150,75 @@ def otlp_export(records: list[dict]) -> bytes:
     return request.SerializeToString()
 
 
+def openinference_exports(spans: int, batch: int, seed: int = 7) -> tuple[list[bytes], list]:
+    """OpenInference LLM spans in exports of `batch` spans, and the raw records the mapping makes
+    of each export (records.formats.otlp.map_export), for the native side."""
+    import random
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+    from records.formats.otlp import map_export
+
+    rng = random.Random(seed)
+    tools = [f"tool_{i}" for i in range(30)]
+    now = int(time.time() * 1e9)
+    bodies, records = [], []
+    for first in range(0, spans, batch):
+        request = ExportTraceServiceRequest()
+        resource = request.resource_spans.add()
+        resource.resource.attributes.add(key="service.name", value=AnyValue(string_value="bench"))
+        scope = resource.scope_spans.add()
+        for n in range(first, min(first + batch, spans)):
+            offered = rng.sample(tools, 12)
+            called = rng.choice(offered)
+            model = rng.choice(("gpt-4o-mini", "gpt-4o", "claude-sonnet-4-5"))
+            attributes = {
+                "openinference.span.kind": "LLM",
+                "llm.provider": "openai",
+                "llm.system": "openai",
+                "llm.model_name": f"{model}-2025-01-01",
+                "llm.invocation_parameters": json.dumps({"model": model, "temperature": 0}),
+                "llm.token_count.prompt": rng.randint(200, 4000),
+                "llm.token_count.completion": rng.randint(10, 400),
+                "llm.token_count.total": 0,
+                "llm.input_messages.0.message.role": "system",
+                "llm.input_messages.0.message.content": "You are a support agent.",
+                "llm.input_messages.1.message.role": "user",
+                "llm.input_messages.1.message.content": "Where is my order? " * 4,
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.tool_calls.0.tool_call.id": f"call_{n}",
+                "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": called,
+                "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments":
+                    json.dumps({"order": n}),
+                "session.id": f"session-{n // 40}",
+            }  # fmt: skip
+            for i, name in enumerate(offered):
+                schema = {"type": "function", "function": {"name": name, "description": "A tool.",
+                          "parameters": {"type": "object", "properties": {}}}}  # fmt: skip
+                attributes[f"llm.tools.{i}.tool.json_schema"] = json.dumps(schema)
+            run = hashlib.sha256(f"run-{n // 4}".encode()).digest()
+            span = scope.spans.add(
+                trace_id=run[:16],
+                span_id=hashlib.sha256(f"span-{n}".encode()).digest()[:8],
+                name="ChatCompletion",
+                start_time_unix_nano=now - (spans - n) * 1_000_000,
+                end_time_unix_nano=now - (spans - n) * 1_000_000 + 800_000,
+            )
+            for key, value in attributes.items():
+                any_value = (AnyValue(int_value=value) if isinstance(value, int)
+                             else AnyValue(string_value=value))  # fmt: skip
+                span.attributes.append(KeyValue(key=key, value=any_value))
+        bodies.append(request.SerializeToString())
+        mapped = [m.raw for m in map_export(request).records]
+        for raw in mapped:  # as an agent would post them: RFC 3339 text
+            raw["ts"] = raw["ts"].isoformat()
+        records.append(mapped)
+    return bodies, records
+
+
 def timed_posts(port: int, key: str, path: str, content_type: str, bodies, clients: int) -> float:
     shares = [(port, key, path, content_type, bodies[i::clients]) for i in range(clients)]
     with multiprocessing.get_context("fork").Pool(clients) as pool:
@@ -162,6 +235,12 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=6, help="the paths take turns")
     parser.add_argument("--grpc-threads", type=int, default=8, help="the receiver's threads")
+    parser.add_argument(
+        "--shape",
+        choices=("events", "openinference"),
+        default="events",
+        help="the OTLP spans: decisionboard.<kind> events, or OpenInference LLM spans",
+    )
     parser.add_argument(
         "--database", default="decisionboard_bench_otlp", help="the scratch database (recreated)"
     )
@@ -183,14 +262,21 @@ def main() -> None:
     for name in ("native", "otlp", "grpc", "client", "warm-up"):
         keys[name] = ApiKey.issue(Project.objects.create(name=name), ApiKey.Scope.INGEST)[1]
     end = datetime.now(UTC).replace(microsecond=0)
-    records = list(
-        generate_records(records=args.records, runs=max(1, args.records // 100), seed=7, end=end)
-    )
-    chunks = [records[i : i + args.batch] for i in range(0, len(records), args.batch)]
+    if args.shape == "openinference":
+        # --records counts spans here; each maps to three records.
+        otlp, chunks = openinference_exports(args.records, args.batch)
+        records = [record for chunk in chunks for record in chunk]
+    else:
+        records = list(
+            generate_records(
+                records=args.records, runs=max(1, args.records // 100), seed=7, end=end
+            )
+        )
+        chunks = [records[i : i + args.batch] for i in range(0, len(records), args.batch)]
+        otlp = [otlp_export(chunk) for chunk in chunks]
     native = [orjson.dumps({"records": chunk}) for chunk in chunks]
-    otlp = [otlp_export(chunk) for chunk in chunks]
     print(
-        f"{len(records):,} demo records in {len(chunks):,} batches of {args.batch}: "
+        f"{len(records):,} {args.shape} records in {len(chunks):,} batches: "
         f"{sum(map(len, native)) / len(records):.0f} bytes each as JSON, "
         f"{sum(map(len, otlp)) / len(records):.0f} as OTLP protobuf",
         flush=True,

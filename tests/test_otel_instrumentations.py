@@ -1,5 +1,5 @@
-"""The real instrumentations from PyPI (OpenInference, the official OpenTelemetry GenAI one, the
-OpenAI Agents SDK with OpenInference) driving the real `openai` client against an
+"""The real instrumentations from PyPI (OpenInference, OpenLLMetry, the official OpenTelemetry
+GenAI one, the OpenAI Agents SDK with OpenInference) driving the real `openai` client against an
 OpenAI-compatible server on the loopback, exporting over OTLP/HTTP to the product under
 gunicorn. What is asserted is what an operator sees: pages and the read API."""
 
@@ -64,6 +64,24 @@ def alice(transactional_db):
     return Persona("acme")
 
 
+@pytest.fixture
+def latest_genai_conventions(monkeypatch):
+    """The official GenAI instrumentation with messages on the span (gen_ai.output.messages).
+
+    OpenTelemetry reads OTEL_SEMCONV_STABILITY_OPT_IN once per process, when the first
+    instrumentor is instrumented, and keeps the answer; after another instrumentation's test it
+    would ignore the variable and send the older conventions (no tool calls on the span). The
+    cached answer is reset here so the variable is read again, and restored afterwards.
+    """
+    from opentelemetry.instrumentation._semconv import _OpenTelemetrySemanticConventionStability
+
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    stability = _OpenTelemetrySemanticConventionStability
+    monkeypatch.setattr(stability, "_initialized", False)
+    monkeypatch.setattr(stability, "_OTEL_SEMCONV_STABILITY_SIGNAL_MAPPING", {})
+
+
 def provider_to(base: str, key: str) -> TracerProvider:
     """What a team configures: an OTLP/HTTP exporter at Decisionboard behind a batch processor."""
     provider = TracerProvider()
@@ -118,19 +136,24 @@ def assert_the_operator_sees_the_run(base, alice, pages, run_id: str, *, offered
     chain = text_of(pages.get(f"/fallbacks/runs/{run_id}/").content)
     assert "claude-sonnet-4-5" in chain and "InternalServerError" in chain
 
-    tools = pages.get("/tools/")
-    assert tools.status_code == 200
-    page = text_of(tools.content)
-    invented = re.search(r'id="tools-invented".*?</table>', tools.content.decode(), re.S).group(0)
-    # Called though never offered; judged invented only when the trace says what was offered.
-    assert ("book_flight" in invented) is offered
     def weather_page() -> str | None:
         catch_up()  # a pass may leave the newest records to the next one: run until folded
         page = text_of(pages.get("/tools/get_weather/").content)
-        return page if re.search(r"Turn calls (\d+)", page).group(1) == "1" else None
+        found = re.search(r"Turn calls (\d+)", page)
+        return page if found and found.group(1) == "1" else None
 
+    weather = wait_until(weather_page, 30, "the turn call of get_weather on its page")
+    tools = pages.get("/tools/")
+    assert tools.status_code == 200
+    page = text_of(tools.content)
+    listed = re.search(r'id="tools-table".*?</table>', tools.content.decode(), re.S).group(0)
+    invented = re.search(r'id="tools-invented".*?</table>', tools.content.decode(), re.S).group(0)
+    # Called though never offered; judged invented only when the trace says what was offered.
+    assert ("book_flight" in invented) is offered
+    # Listed either way; when the trace does not say what was offered, the list says so.
+    weather_row = re.search(r"<tr><td><a [^>]*>get_weather</a>.*?</tr>", listed).group(0)
+    assert ("not reported" in weather_row.split("</td>")[1]) is not offered
     if offered:
-        weather = wait_until(weather_page, 30, "the turn call of get_weather on its page")
         assert re.search(r"Offered to a model call (\d+)", weather).group(1) == "2"
         assert re.search(r"Called by that call (\d+)", weather).group(1) == "1"
         assert "not reported by plain OpenTelemetry traces" in page
@@ -160,13 +183,11 @@ def test_an_openinference_instrumented_client_lands_its_decisions(base, alice, a
     assert_the_operator_sees_the_run(base, alice, alice_pages, run_id, offered=True)
 
 
-def test_the_official_genai_instrumentation_lands_its_decisions(base, alice, alice_pages,
-                                                              monkeypatch):  # fmt: skip
+def test_the_official_genai_instrumentation_lands_its_decisions(
+    base, alice, alice_pages, latest_genai_conventions
+):
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
-    # Messages on the span, in the latest GenAI conventions (gen_ai.output.messages).
-    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
-    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
     provider = provider_to(base, alice.ingest_key)
     instrumentor = OpenAIInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
@@ -185,6 +206,39 @@ def test_the_official_genai_instrumentation_lands_its_decisions(base, alice, ali
     run_id = f"{a.get_span_context().trace_id:032x}"
     # This instrumentation does not record the tools a request offered: called, not offered.
     assert_the_operator_sees_the_run(base, alice, alice_pages, run_id, offered=False)
+
+
+def test_an_openllmetry_instrumented_client_lands_its_decisions(base, alice, alice_pages):
+    # OpenLLMetry's instrumentation (traceloop): gen_ai.tool.definitions for the offered tools,
+    # gen_ai.output.messages for the called ones; no session of its own, so the agent span
+    # names it, as a team's own code would.
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+
+    provider = provider_to(base, alice.ingest_key)
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with openai_stub(Script(SCRIPT)) as url:
+            client = openai.OpenAI(base_url=url, api_key="sk-test", max_retries=0)
+            tracer = provider.get_tracer("support-agent")
+            attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support",
+                          "gen_ai.conversation.id": "sess-42"}  # fmt: skip
+            with tracer.start_as_current_span("invoke_agent support", attributes=attributes) as a:
+                drive(client)
+            assert provider.force_flush(30_000)
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    run_id = f"{a.get_span_context().trace_id:032x}"
+    assert_the_operator_sees_the_run(base, alice, alice_pages, run_id, offered=True)
+    # Each call's tool decision, in its iteration: offered both tools, called one of them and
+    # a name never offered (the invented one on the tools page), then called nothing.
+    turns = read(base, alice.read_key, "/api/v1/records", run_id=run_id, kind="turn")["results"]
+    decided = {t["data"]["iteration"]: t["data"] for t in turns if "offered" in t["data"]}
+    assert sorted(decided) == [0, 1]
+    assert decided[0]["offered"] == ["get_weather", "search_docs"]
+    assert [c["name"] for c in decided[0]["toolCalls"]] == ["get_weather", "book_flight"]
+    assert decided[1]["toolCalls"] == []
 
 
 def test_an_openai_agents_sdk_run_with_a_handoff_lands_as_a_run_and_a_sub_run(
@@ -238,3 +292,9 @@ def test_an_openai_agents_sdk_run_with_a_handoff_lands_as_a_run_and_a_sub_run(
     assert error["agent"] == "booker" and error["data"]["model"] == "gpt-4o"
     detail = text_of(alice_pages.get(f"/runs/{top['run_id']}/").content)
     assert "transfer_to_booker" in detail
+    # The SDK's model calls do not say which tools they were offered: the tool is listed,
+    # its offers "not reported" rather than 0.
+    listed = re.search(r'id="tools-table".*?</table>', alice_pages.get("/tools/").content.decode(),
+                       re.S).group(0)  # fmt: skip
+    weather_row = re.search(r"<tr><td><a [^>]*>get_weather</a>.*?</tr>", listed).group(0)
+    assert "not reported" in weather_row.split("</td>")[1]

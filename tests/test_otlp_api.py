@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from records.models import ApiKey, Record, Run
 from tests.factories import DATA, KINDS, record
 from tests.otlp_payloads import TRACE, chat, export, json_string_form, otlp_json, span, span_id
+from tests.test_pages import operator
 
 pytestmark = [pytest.mark.both_dbs]
 PROTOBUF = "application/x-protobuf"
@@ -213,3 +214,14 @@ def test_a_nul_in_a_field_the_metrics_group_by_is_stored_replaced_on_native_inge
     )
     assert response.status_code == 200
     assert Record.objects.get().model == "gpt\ufffd-4o"
+
+
+def test_the_run_timeline_says_what_a_span_lacked(alice):
+    attributes = chat()
+    del attributes["gen_ai.provider.name"]
+    del attributes["gen_ai.usage.input_tokens"]
+    body = export(span("chat", attributes)).SerializeToString()
+    assert post(alice.client(), body).status_code == 200
+    page = operator("alice", alice).get(f"/runs/{TRACE}/").content.decode()
+    assert "this span lacked gen_ai.provider.name" in page
+    assert "this span reported no token counts (stored as 0)" in page

@@ -244,6 +244,7 @@ def item_of(record: dict, start: datetime, iteration: int | None) -> Item:
     violations = _violations(record["derived"])
     if violations:
         details.append(("broken contract", ", ".join(violations)))
+    details.extend(_trace_gaps(record["data"]))
     return Item(
         id=record["id"],
         kind=record["kind"],
@@ -259,6 +260,21 @@ def item_of(record: dict, start: datetime, iteration: int | None) -> Item:
         + (["violation"] if violations else []),
         pick_iteration=record["iteration"] if record["kind"] in PICKS else None,
     )
+
+
+def _trace_gaps(data: Any) -> list[tuple[str, str]]:
+    """What the span a record was read from did not say (records.formats.otlp_mapping keeps it in
+    data.otel): the record holds "unknown" or 0 there, and the operator should know why."""
+    otel = data.get("otel") if isinstance(data, dict) else None
+    if not isinstance(otel, dict):
+        return []
+    gaps = []
+    missing = otel.get("missing")
+    if isinstance(missing, list) and missing:
+        gaps.append(("from trace", f"this span lacked {', '.join(_s(m) for m in missing)}"))
+    if otel.get("usageReported") is False:
+        gaps.append(("from trace", "this span reported no token counts (stored as 0)"))
+    return gaps
 
 
 def _violations(derived: Any) -> list[str]:

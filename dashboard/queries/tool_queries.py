@@ -79,7 +79,7 @@ def tools_page(project_id: int, now: datetime, period_name: str, agents: list[st
     tools = sorted(
         (s for s in stats.values()
          if s.offered or s.ranked or s.served or s.offered_called or s.call_offered
-         or s.call_called),
+         or s.call_called or s.calls),
         key=lambda s: (-s.all_offered, s.name),
     )  # fmt: skip
     total = tool_stats.ToolStats("all tools")

@@ -1,5 +1,6 @@
 """What a model-call span says, whichever convention spelled it (records.formats.genai_messages,
-records.formats.openinference): the one shape records.formats.otlp builds records from."""
+records.formats.openinference): the one shape records.formats.otlp_mapping builds records
+from."""
 
 from __future__ import annotations
 

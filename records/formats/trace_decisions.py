@@ -4,8 +4,8 @@
 A plain trace (OpenTelemetry GenAI, OpenLLMetry, OpenInference) tells what one model call was
 offered, what it called, which model was asked for and which answered, and whether it failed. It
 does not tell what a classifier ranked, served or narrowed: those stages are *not reported*
-(None), never zero. Pure functions over plain data; records.formats.otlp calls them once all the spans of
-an export are read.
+(None), never zero. Pure functions over plain data; records.formats.otlp_mapping calls them once
+all the spans of an export are read.
 """
 
 from __future__ import annotations

@@ -92,6 +92,13 @@ class ToolStats:
         return self.offered_called + self.call_called
 
     @property
+    def offers_reported(self) -> bool:
+        """Whether anything said what was offered with its calls: a tool only called, by turns
+        that name no offered tools (the official GenAI instrumentation and the OpenAI Agents
+        SDK do not record them), has offers not reported, not zero."""
+        return bool(self.all_offered or self.offered_called or not self.calls)
+
+    @property
     def stages_reported(self) -> bool:
         """Whether any offer came with the classifier's stages (ranked, served, chosen): when
         every offer came from a plain trace, those stages are not reported, not zero."""

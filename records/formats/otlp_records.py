@@ -1,0 +1,88 @@
+"""What the mapping of one OTLP export collects: raw records (record envelopes), each with the
+span it came from, the model calls waiting for the rest of their run, and the spans rejected
+with why. Plain data; records.formats.otlp_mapping fills it, records.formats.otlp judges it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from records.formats import trace_decisions
+from records.formats.llm_read import LlmRead
+from records.formats.otlp_spans import EventView, Scope, SpanView
+
+# One problem's text in a rejection, at most (records.formats.otlp shows the first few).
+MAX_PROBLEM_CHARS = 400
+
+
+@dataclass(slots=True)
+class PendingCall:
+    """A model-call span read, waiting for its run's other calls (its iteration, a fallback)."""
+
+    span: SpanView
+    read: LlmRead
+    call: trace_decisions.Call
+
+
+@dataclass(slots=True)
+class Mapped:
+    """One raw record (the record envelope) and the span (or span event) it came from."""
+
+    span: SpanView
+    raw: dict[str, Any]
+    note: str = ""  # what else to name in a rejection besides the span: "(turn)"
+    event: EventView | None = None
+
+    @property
+    def detail(self) -> str:
+        """The record's source within its span, for a rejection ("" for the span itself)."""
+        if self.event is not None:
+            return f"event {self.event.name}[{self.event.index}]"
+        return self.note
+
+
+@dataclass
+class Mapping:
+    spans: list[SpanView]
+    # Some value may hold a NUL or a non-finite number: normalise must scrub (see AttributeReader).
+    scrub: bool = True
+    records: list[Mapped] = field(default_factory=list)
+    # Model-call spans, mapped once the export's calls of each run are all known.
+    calls: list[PendingCall] = field(default_factory=list)
+    # The turn of each model call's tool decision, by (trace id, span id).
+    decision_turns: dict[tuple[str, str], Mapped] = field(default_factory=dict)
+    # Spans read as context only (agent, chain, retriever, ... spans), by what they are.
+    seen: dict[str, int] = field(default_factory=dict)
+    # Problems by span: a span with any is counted once in rejected_spans.
+    problems: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    def reject(self, span: SpanView, message: str) -> None:
+        # A span without ids is a problem of its own, however many share the missing ids.
+        key = (span.trace_id, span.span_id) if span.identified else ("", str(id(span)))
+        if len(message) > MAX_PROBLEM_CHARS:  # a value may be named in it: keep the answer small
+            message = message[:MAX_PROBLEM_CHARS] + "…"
+        self.problems.setdefault(key, []).append(f"{span.label}: {message}")
+
+
+def ts(ns: int) -> datetime:
+    """A record's `ts`: normalise takes a datetime as it takes RFC 3339 text (and judges it
+    the same), without a round trip through text."""
+    return datetime.fromtimestamp(ns / 1e9, UTC)
+
+
+def envelope(kind: str, record_id: str, scope: Scope, ts_ns: int, data: dict) -> dict[str, Any]:
+    raw: dict[str, Any] = {"id": record_id, "kind": kind, "run_id": scope.run_id, "ts": ts(ts_ns)}
+    for name in ("session_id", "agent", "parent_run_id"):
+        value = getattr(scope, name)
+        if value is not None:
+            raw[name] = value
+    raw["data"] = data
+    return raw
+
+
+def otel_ref(span: SpanView, **extra: Any) -> dict[str, Any]:
+    """Where a record came from, kept inside `data` (unknown fields are kept as posted)."""
+    ref = {"traceId": span.trace_id, "spanId": span.span_id, "span": span.name}
+    ref.update({k: v for k, v in extra.items() if v is not None})
+    return ref

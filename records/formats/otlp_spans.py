@@ -1,0 +1,344 @@
+"""OTLP spans as plain data, and where each belongs.
+
+`spans_of` reads the spans of a decoded export into `SpanView`s (attributes as JSON values, an
+`AttributeReader` noting whether any value needs normalise's scrub); `Trace` indexes one export's
+spans so a span finds its ancestors, and from them its `Scope`: run, parent run, agent, session.
+Pure functions; records.formats.otlp_mapping turns spans into records.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
+
+from records.formats import attributes as attrs
+from records.formats import openinference
+
+# --- attribute names -------------------------------------------------------------------------
+# Decisionboard's own attributes: on a span (inherited by its descendants in the same export),
+# on the resource, or on a decisionboard.<kind> event (that record only).
+PREFIX = "decisionboard."
+RUN_ID = "decisionboard.run_id"
+PARENT_RUN_ID = "decisionboard.parent_run_id"
+AGENT = "decisionboard.agent"
+SESSION_ID = "decisionboard.session_id"
+ITERATION = "decisionboard.iteration"
+RETRYABLE = "decisionboard.retryable"  # a failed inference span: overrides the guessed retryable
+
+# OpenTelemetry GenAI semantic conventions (semconv 1.37+); the model-call attributes are read
+# by records.formats.genai_messages.
+OPERATION = "gen_ai.operation.name"
+RESPONSE_ID = "gen_ai.response.id"
+FINISH_REASONS = "gen_ai.response.finish_reasons"
+AGENT_NAME = "gen_ai.agent.name"
+CONVERSATION_ID = "gen_ai.conversation.id"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
+ERROR_TYPE = "error.type"
+# Where a span's agent and session are named, in the order they are looked for.
+AGENT_NAMES = (AGENT, AGENT_NAME, openinference.AGENT_NAME)
+SESSION_NAMES = (SESSION_ID, CONVERSATION_ID, openinference.SESSION_ID)
+
+EXECUTE_TOOL = "execute_tool"
+INVOKE_AGENT = "invoke_agent"
+# How far up a parent chain is followed (a loop of parent ids in a hostile export ends too).
+_MAX_DEPTH = 100
+# A span's name in a rejection is cut here: the answer names every rejected span.
+_LABEL_NAME_CHARS = 120
+
+
+@dataclass(slots=True)
+class EventView:
+    """A span event. Its attributes are read from the decoded export when first asked for; a
+    decisionboard.<kind> event's are read straight into its record instead (record_event)."""
+
+    index: int
+    name: str
+    time_ns: int
+    key_values: Any  # the event's KeyValues, in the decoded export
+    reader: AttributeReader
+    _attributes: dict[str, Any] | None = None
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        if self._attributes is None:
+            self._attributes = self.reader.attributes(self.key_values)
+        return self._attributes
+
+
+@dataclass(slots=True)
+class SpanView:
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any]
+    resource: dict[str, Any]
+    failed: bool
+    status_message: str
+    events: list[EventView]
+    # gen_ai.operation.name when it is a string: read once, every declaration asks for it.
+    operation: str | None = None
+    # openinference.span.kind (upper case) when it is a string.
+    oi_kind: str | None = None
+
+    def __post_init__(self) -> None:
+        value = self.attributes.get(OPERATION)
+        self.operation = value if isinstance(value, str) else None
+        if openinference.SPAN_KIND in self.attributes:
+            self.oi_kind = openinference.kind_of(self.attributes)
+
+    @property
+    def label(self) -> str:
+        name = (
+            self.name
+            if len(self.name) <= _LABEL_NAME_CHARS
+            else self.name[:_LABEL_NAME_CHARS] + "…"
+        )
+        return f"span {self.span_id or '(no id)'} {name!r}"
+
+    @property
+    def identified(self) -> bool:
+        """Whether the span has the trace and span ids OTLP requires (not empty, not zeros):
+        records are keyed by them, so without them a span cannot be mapped."""
+        return bool(self.trace_id.strip("0") and self.span_id.strip("0"))
+
+    @property
+    def duration_ms(self) -> float:
+        return max(self.end_ns - self.start_ns, 0) / 1e6
+
+
+class AttributeReader:
+    """Reads OTLP values as JSON, noting whether any could need normalise's scrub: a NUL in a
+    string (PostgreSQL cannot store it) or a non-finite double, as the native path notes them in
+    the body. Scrubbing every record would cost a walk over every value."""
+
+    __slots__ = ("dirty",)
+
+    def __init__(self) -> None:
+        self.dirty = False
+
+    def value(self, value: AnyValue) -> Any:
+        """An AnyValue as JSON: arrays become lists, kvlists objects, bytes base64."""
+        which = value.WhichOneof("value")
+        if which == "string_value":
+            text = value.string_value
+            if "\x00" in text or "\\u0000" in text:  # the latter once parsed as JSON
+                self.dirty = True
+            return text
+        if which == "int_value" or which == "bool_value":
+            return getattr(value, which)
+        if which == "double_value":
+            number = value.double_value
+            if not math.isfinite(number):
+                self.dirty = True
+            return number
+        if which == "array_value":
+            return [self.value(item) for item in value.array_value.values]
+        if which == "kvlist_value":
+            return self.attributes(value.kvlist_value.values)
+        if which == "bytes_value":
+            return base64.b64encode(value.bytes_value).decode()
+        return None
+
+    def attributes(self, key_values: Iterable) -> dict[str, Any]:
+        """Key-values as an object (the last of a repeated key wins).
+
+        Strings, the most common value by far, are read here rather than through value(), and
+        without asking which member is set: only a string value has a non-empty string_value
+        (an empty one goes through value()). This loop runs for every attribute of every span
+        and event, and each call into the protobuf message costs.
+        """
+        out: dict[str, Any] = {}
+        for kv in key_values:
+            value = kv.value
+            text = value.string_value
+            if text:
+                if "\x00" in text or "\\u0000" in text:
+                    self.dirty = True
+                out[kv.key] = text
+            else:
+                out[kv.key] = self.value(value)
+        return out
+
+
+def spans_of(
+    request: ExportTraceServiceRequest, reader: AttributeReader | None = None
+) -> list[SpanView]:
+    reader = reader or AttributeReader()
+    read = reader.attributes
+    error = Status.STATUS_CODE_ERROR
+    spans = []
+    for resource_spans in request.resource_spans:
+        resource = read(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                attributes = read(span.attributes) if span.attributes else {}
+                name = span.name
+                status = span.status
+                message = status.message
+                if "\x00" in name or "\x00" in message:  # both reach `data`
+                    reader.dirty = True
+                events = [
+                    EventView(i, e.name, e.time_unix_nano, e.attributes, reader)
+                    for i, e in enumerate(span.events)
+                ]
+                spans.append(
+                    SpanView(
+                        span.trace_id.hex(),
+                        span.span_id.hex(),
+                        span.parent_span_id.hex(),
+                        name,
+                        span.start_time_unix_nano,
+                        span.end_time_unix_nano,
+                        attributes,
+                        resource,
+                        status.code == error or ERROR_TYPE in attributes,
+                        message,
+                        events,
+                    )
+                )
+    return spans
+
+
+# --- where a span belongs: run, parent run, agent, session -------------------------------------
+class Scope(NamedTuple):
+    """Where a span's records belong (a tuple: one is made for every span that has records)."""
+
+    run_id: str
+    parent_run_id: str | None
+    agent: str | None
+    session_id: str | None
+
+
+class Trace:
+    """The spans of one export, indexed so a span can look up its ancestors in the same export.
+
+    A span's parent may have been exported in another request (a parent ends after its children,
+    so batching exporters often send it later): then the chain stops there, and what the span
+    inherits comes from the resource (see docs/api.md, "OTLP", on deterministic runs).
+    """
+
+    def __init__(self, spans: list[SpanView]):
+        self.spans = spans
+        self.by_id = {(s.trace_id, s.span_id): s for s in spans}
+        self._scopes: dict[tuple[str, str], Scope] = {}
+        # What a resource's attributes give a span that has no attributes and no ancestor in
+        # the export: (run_id or None for the trace, parent_run_id, agent, session_id).
+        self._resource_scopes: dict[int, tuple[str | None, str | None, str | None, str | None]]
+        self._resource_scopes = {}
+
+    def ancestors(self, span: SpanView) -> list[SpanView]:
+        """The span's parent, grandparent, ... as far as this export holds them."""
+        chain: list[SpanView] = []
+        seen = {span.span_id}
+        current = span
+        while current.parent_span_id and len(chain) < _MAX_DEPTH:
+            parent = self.by_id.get((current.trace_id, current.parent_span_id))
+            if parent is None or parent.span_id in seen:
+                break
+            chain.append(parent)
+            seen.add(parent.span_id)
+            current = parent
+        return chain
+
+    def scope(self, span: SpanView) -> Scope:
+        if not span.attributes and (span.trace_id, span.parent_span_id) not in self.by_id:
+            return self._resource_scope(span)
+        key = (span.trace_id, span.span_id)
+        scope = self._scopes.get(key)
+        if scope is None:
+            scope = self._scopes[key] = self._resolve(span)
+        return scope
+
+    def _resolve(self, span: SpanView) -> Scope:
+        lineage = [span, *self.ancestors(span)]
+        run_id, parent_run_id = self._run(span, lineage)
+        return Scope(
+            run_id=run_id,
+            parent_run_id=parent_run_id,
+            agent=inherited(lineage, AGENT_NAMES),
+            session_id=inherited(lineage, SESSION_NAMES),
+        )
+
+    def _resource_scope(self, span: SpanView) -> Scope:
+        """The scope of a span that says nothing itself and has no ancestor in the export (a
+        span that only carries decisionboard events, say): its resource's, or else its trace's
+        run. What _resolve finds for it, worked out once per resource rather than per span."""
+        found = self._resource_scopes.get(id(span.resource))
+        if found is None:
+            lineage = [span]
+            found = self._resource_scopes[id(span.resource)] = (
+                attrs.text(span.resource.get(RUN_ID)),
+                inherited(lineage, (PARENT_RUN_ID,)),
+                inherited(lineage, AGENT_NAMES),
+                inherited(lineage, SESSION_NAMES),
+            )
+        run_id, parent_run_id, agent, session_id = found
+        return Scope(run_id or span.trace_id, parent_run_id, agent, session_id)
+
+    def _run(self, span: SpanView, lineage: list[SpanView]) -> tuple[str, str | None]:
+        """The run a span belongs to, and that run's parent run.
+
+        The nearest span in the lineage that opens a run decides: one with decisionboard.run_id,
+        or an invoke_agent span nested in another agent span (a sub-agent: run id
+        `<trace id>-<agent span id>`, parent run the enclosing agent's). Without one, the run is
+        the resource's decisionboard.run_id, or else the trace.
+        """
+        # agent_above[i]: an invoke_agent span encloses lineage[i] (one pass, not one per node).
+        agent_above = [False] * len(lineage)
+        seen = False
+        for i in range(len(lineage) - 1, -1, -1):
+            agent_above[i] = seen
+            seen = seen or lineage[i].operation == INVOKE_AGENT
+        # The runs opened along the lineage, nearest first; resolved here in one pass rather than
+        # by asking each ancestor's scope, which would recurse once per nested run.
+        openers: list[tuple[int, str]] = []
+        for i, node in enumerate(lineage):
+            explicit = attrs.text(node.attributes.get(RUN_ID))
+            if explicit is not None:
+                openers.append((i, explicit))
+            elif (node.operation == INVOKE_AGENT and agent_above[i]) or is_handoff(node):
+                openers.append((i, f"{node.trace_id}-{node.span_id}"))
+        default_run = attrs.text(span.resource.get(RUN_ID)) or span.trace_id
+        if not openers:
+            parent = inherited(lineage, (PARENT_RUN_ID,))
+            return default_run, parent
+        i, run_id = openers[0]
+        parent = attrs.text(lineage[i].attributes.get(PARENT_RUN_ID))
+        if parent is None and i + 1 < len(lineage):
+            enclosing = openers[1][1] if len(openers) > 1 else default_run
+            parent = enclosing if enclosing != run_id else None
+        return run_id, parent
+
+
+def is_handoff(span: SpanView) -> bool:
+    """An OpenInference AGENT span that another agent handed the run to (the OpenAI Agents SDK
+    names the agent it came from in graph.node.parent_id): a sub-run."""
+    return span.oi_kind == openinference.AGENT and bool(
+        attrs.text(span.attributes.get(openinference.HANDOFF_FROM))
+    )
+
+
+def inherited(lineage: list[SpanView], names: tuple[str, ...]) -> str | None:
+    for node in lineage:
+        for name in names:
+            value = attrs.text(node.attributes.get(name))
+            if value is not None:
+                return value
+    resource = lineage[0].resource
+    for name in names:
+        value = attrs.text(resource.get(name))
+        if value is not None:
+            return value
+    return None
