@@ -1,15 +1,15 @@
 """Rules on notices whose `detail` the rollups do not split by: a count scoped to the rule.
 
-A `notices` rule matches a notice `code` and, optionally, `detail` fields
-({"code": "route.fallback_to_primary", "detail.cause": "timeout"}). The notice rollups are keyed
-by the code and, for a few codes, by some detail fields (records.contract.rollup_keys.NOTICE_SPLITS); a rule that
-matches only those reads the rollups with every other rule (alerts.windows). Any other detail
-field is free-form, so no rollup can hold it without one row per value anybody ever sends:
-such a rule counts the notice records of its code inside its window instead, one query per rule
-and tick, through the partial index `record_notice_code` (project, rollup_key, ts) WHERE kind =
-'notice' (records migration 0009). The index makes the count read the rule's code within the
-window only, never every notice of a busy day: a window is at most a day, and a code is a small
-share of the notices.
+A `notices` rule matches a notice `code` and, optionally, `detail` fields ({"code":
+"route.fallback_to_primary", "detail.cause": "timeout"}). The notice rollups are keyed by the code
+and, for a few codes, by some detail fields (records.contract.rollup_keys.NOTICE_SPLITS); a rule
+that matches only those reads the rollups with every other rule (alerts.windows). Any other detail
+field is free-form, so no rollup can hold it without one row per value anybody ever sends: such a
+rule counts the notice records of its code inside its window instead, one query per rule and tick,
+through the partial index `record_notice_code` (project, rollup_key, ts) WHERE kind = 'notice'
+(records migration 0009). The index makes the count read the rule's code within the window only,
+never every notice of a busy day: a window is at most a day, and a code is a small share of the
+notices.
 
 The detail values compare as text: a number matches as written ("2"), a boolean as "true" on
 PostgreSQL ("1" on SQLite). Counts are grouped by the bucket of the rule's window grain, agent

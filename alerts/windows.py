@@ -1,12 +1,12 @@
 """What a rule reads: its metric over rollup rows, per group, over a window of minutes.
 
-A rule's metric is one of `records.metrics.definitions.METRICS` or the contract-broken streak.
-The accumulators and row contributions are those of records.metrics.definitions, so a rule's value over a
-window is what GET /api/v1/metrics/{metric} answers as the total over the same minutes (a test
-holds the two to it). The engine does not call `query_metric` once per rule: that reads every
-row of the metric's kinds and filters models in Python, so a thousand rules would read the same
-rows a thousand times. Instead `read_window` reads a project's rows once per tick and window
-through records.metrics.reader (the reader of the API and the pages) and `fold` computes each rule from
+A rule's metric is one of `records.metrics.definitions.METRICS` or the contract-broken streak. The
+accumulators and row contributions are those of records.metrics.definitions, so a rule's value over
+a window is what GET /api/v1/metrics/{metric} answers as the total over the same minutes (a test
+holds the two to it). The engine does not call `query_metric` once per rule: that reads every row of
+the metric's kinds and filters models in Python, so a thousand rules would read the same rows a
+thousand times. Instead `read_window` reads a project's rows once per tick and window through
+records.metrics.reader (the reader of the API and the pages) and `fold` computes each rule from
 them; the preview slides the same fold over a day of `read_rows`.
 
 A window of N minutes is N whole minute buckets ending with the current, partial, one; a window
@@ -51,7 +51,8 @@ def _family(name: str) -> Family:
     acc = METRICS[name].make()
     if isinstance(acc, Quantile):
         return Family.LATENCY
-    # A share that is not a plain ratio (records.metrics.definitions.Calibration) says so with `is_rate`.
+    # A share that is not a plain ratio (records.metrics.definitions.Calibration) says so with
+    # `is_rate`.
     return Family.RATE if isinstance(acc, Rate) or getattr(acc, "is_rate", False) else Family.COUNT
 
 
@@ -342,8 +343,8 @@ def collapse(rows: Iterable[Row], since: datetime) -> list[Row]:
     """The rows from `since` on, added up per (kind, agent, model, key) and dated `since`.
 
     Every metric's contribution is linear in a row's count, tokens and sketch for a given kind,
-    agent, model and key (records.metrics.definitions never reads the bucket), so the summed row folds to
-    what its buckets fold to. Rules then fold one row per key however long their window: a
+    agent, model and key (records.metrics.definitions never reads the bucket), so the summed row
+    folds to what its buckets fold to. Rules then fold one row per key however long their window: a
     day-long window over hour rows is 24 times fewer rows to fold, for every rule reading it.
     """
     cells: dict[tuple, list] = {}

@@ -1,9 +1,9 @@
 """The API's exception handler: the domain's parameter errors become 400s naming the parameter.
 
 records.contract.filters (the filter vocabulary, cursors, limits, export formats), alerts' history
-filters and records.metrics.definitions raise FilterError or MetricError with the parameter at fault; a
-view lets them propagate and the answer is `{"<param>": ["message"]}`, the shape DRF gives a
-serializer's field errors. Everything else is DRF's own handling.
+filters and records.metrics.definitions raise FilterError or MetricError with the parameter at
+fault; a view lets them propagate and the answer is `{"<param>": ["message"]}`, the shape DRF gives
+a serializer's field errors. Everything else is DRF's own handling.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """POST /api/v1/records — the front door (docs/api.md, "Ingest").
 
 DRF handles the endpoint, authentication, the rate limit and error responses; the body is decoded
-with msgspec (api.bodies) and its records judged and stored by `records.store.ingest` instead of a DRF
-serializer, which would cap ingest at a few thousand records a second. Records are committed
+with msgspec (api.bodies) and its records judged and stored by `records.store.ingest` instead of a
+DRF serializer, which would cap ingest at a few thousand records a second. Records are committed
 before the 2xx.
 """
 

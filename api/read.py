@@ -46,7 +46,8 @@ def request_filters(request: Request) -> Filters:
     return parse_filters(request.query_params)
 
 
-# --- OpenAPI parameters, shared with api.export_endpoints -----------------------------------------------
+# --- OpenAPI parameters, shared with api.export_endpoints
+# -----------------------------------------------
 _TIME = "RFC 3339 timestamp with an offset, e.g. 2026-11-20T09:00:00Z"
 VOCABULARY_PARAMETERS = [
     OpenApiParameter("from", OpenApiTypes.DATETIME, description=f"Inclusive start ({_TIME})."),

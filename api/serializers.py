@@ -1,7 +1,8 @@
 """Read-only representations of runs, records and export jobs for the read API.
 
 They shape responses and document them in the OpenAPI schema; nothing is written through them
-(ingest validates with records.contract.normalise, the export job is created by workers.export_jobs).
+(ingest validates with records.contract.normalise, the export job is created by
+workers.export_jobs).
 """
 
 from __future__ import annotations

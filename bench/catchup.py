@@ -3,13 +3,13 @@
     .venv/bin/python bench/catchup.py [--records 150000] [--verdict-share 0.33] [--batch N]
 
 `records` records of the last 30 minutes (the demo generator's mix, with verdicts topped up to
-`verdict-share` of them: late verdicts are what re-folds streaks) are stored with no worker
-running, once in ts order into one project and once shuffled into another, on a scratch
-PostgreSQL database (autovacuum as the machine has it); each backlog is then caught up to the end
-by one process, in passes of `batch` records (default: the catch-up's own, DEFAULT_BATCH; a
-smaller one shows what a pass costs beyond its records, as under sustained ingest, where each
-pass folds what arrived since the last: records.catchup.passes.PASS_SPACING_SECONDS). The COPY ceiling
-of the same rows is measured in the same run (bench.common).
+`verdict-share` of them: late verdicts are what re-folds streaks) are stored with no worker running,
+once in ts order into one project and once shuffled into another, on a scratch PostgreSQL database
+(autovacuum as the machine has it); each backlog is then caught up to the end by one process, in
+passes of `batch` records (default: the catch-up's own, DEFAULT_BATCH; a smaller one shows what a
+pass costs beyond its records, as under sustained ingest, where each pass folds what arrived since
+the last: records.catchup.passes.PASS_SPACING_SECONDS). The COPY ceiling of the same rows is
+measured in the same run (bench.common).
 
 Prints, last: `in order N rec/s, shuffled M rec/s, shuffled/in-order R (goal >= 0.5),
 shuffled/copy C (goal >= 0.5)`.

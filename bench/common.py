@@ -120,8 +120,9 @@ def _copy_rate(rows: list[tuple]) -> float:
     with connection.cursor() as cursor:
         cursor.execute("DROP TABLE IF EXISTS bench_copy")
         cursor.execute(f"CREATE TABLE bench_copy (LIKE {RECORD_TABLE} INCLUDING ALL)")
-        # The records table is partitioned (records.store.partitions) and keeps (project, record_key)
-        # unique in another table: the ceiling keeps paying for that uniqueness as before.
+        # The records table is partitioned (records.store.partitions) and keeps (project,
+        # record_key) unique in another table: the ceiling keeps paying for that uniqueness as
+        # before.
         cursor.execute(
             "CREATE UNIQUE INDEX IF NOT EXISTS bench_copy_key "
             "ON bench_copy (project_id, record_key)"

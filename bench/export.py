@@ -5,12 +5,12 @@
 
 1. Creates a scratch database (`decisionboard_bench_export`, dropped first and at the end),
    migrates it, makes a project and a read key.
-2. Loads the demo records (records.demo.generator) fast: generated, normalised and stored with COPY by
-   records.store.writer, `--batch` at a time.
+2. Loads the demo records (records.demo.generator) fast: generated, normalised and stored with COPY
+   by records.store.writer, `--batch` at a time.
 3. Starts the product under gunicorn (one sync worker) and downloads GET /api/v1/export as JSONL,
    CSV and Parquet, streamed, counting the rows; rate = rows / wall time of the download.
-4. COPYs the export's own query (records.formats.record_export.export_values: the same columns, rows and
-   order) TO STDOUT: the ceiling of reading those rows out of PostgreSQL at all.
+4. COPYs the export's own query (records.formats.record_export.export_values: the same columns, rows
+   and order) TO STDOUT: the ceiling of reading those rows out of PostgreSQL at all.
 5. Reads the peak resident memory (VmHWM) of the gunicorn worker that served the exports (all
    three formats: Parquet holds a row group at a time and weighs the most).
 

@@ -4,8 +4,9 @@
                                      [--clients 4] [--picks] [--pin-clients CPU]
 
 1. Recreates a scratch database (decisionboard_bench_ingest), migrates it, issues a key.
-2. Generates the demo records (records.demo.generator), or with --picks the peers' workload (tool-choice
-   picks with 12 tools offered and ranked each), and serialises them into JSON batches up front.
+2. Generates the demo records (records.demo.generator), or with --picks the peers' workload
+   (tool-choice picks with 12 tools offered and ranked each), and serialises them into JSON batches
+   up front.
 3. Starts the product under gunicorn and posts every batch from separate client processes over
    keep-alive connections: ingest rate = records / wall time of the posting. The clients run on
    the same cores as the server: their own CPU time is measured and reported, and
@@ -76,7 +77,8 @@ def peer_picks(count: int, end: datetime, seed: int = 7) -> list[dict]:
     picks = []
     for i in range(count):
         scores = sorted((round(rng.random(), 3) for _ in tools), reverse=True)
-        ranked = [{"name": n, "score": s} for n, s in zip(rng.sample(tools, len(tools)), scores)]
+        order = rng.sample(tools, len(tools))
+        ranked = [{"name": n, "score": s} for n, s in zip(order, scores, strict=True)]
         ts = datetime.fromtimestamp(start + i, UTC).isoformat().replace("+00:00", "Z")
         data = {
             "kind": "pick",

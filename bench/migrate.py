@@ -5,8 +5,8 @@ same table once, in the same run.
 
 1. Recreates a scratch database (--database, decisionboard_bench_migrate) and migrates the
    records app to 0009_tool_decisions only: the plain records table as it was before retention.
-2. Loads --records demo records (records.demo.generator) spread over the last --days days (older than the
-   30-day retention too, which the migration moves to the default partition) with COPY, one
+2. Loads --records demo records (records.demo.generator) spread over the last --days days (older
+   than the 30-day retention too, which the migration moves to the default partition) with COPY, one
    project, then VACUUM ANALYZE, as autovacuum would have left a table that old.
 3. The ceiling, on the same rows: `CREATE TABLE ... AS SELECT * FROM records_record` and the
    table's own indexes (primary key, record_key_unique and the others) built on the copy: the

@@ -4,13 +4,14 @@
                                     [--reuse] [--keep]
 
 On a scratch PostgreSQL database (decisionboard_bench_pages, created and dropped here), seeds
-`records` demo records in `runs` runs the way `seed_demo` does (records.demo.generator.generate_records →
-records.contract.normalise.normalise → records.store.writer.store_records in batches of 5,000), folds them into
-rollups with one catch-up pass (records.catchup.passes.catch_up), runs VACUUM ANALYZE as autovacuum
-would after such a load, adds 1,000 alert rules with five group states and an event each, then
-requests each page `requests` times with Django's test Client in this process, logged in as a
-superuser, after freezing the objects it holds as a web worker does (ops.heap). Server time is
-the time of `client.get` (middleware, view, queries, template), without the HTTP layer.
+`records` demo records in `runs` runs the way `seed_demo` does
+(records.demo.generator.generate_records → records.contract.normalise.normalise →
+records.store.writer.store_records in batches of 5,000), folds them into rollups with one catch-up
+pass (records.catchup.passes.catch_up), runs VACUUM ANALYZE as autovacuum would after such a load,
+adds 1,000 alert rules with five group states and an event each, then requests each page `requests`
+times with Django's test Client in this process, logged in as a superuser, after freezing the
+objects it holds as a web worker does (ops.heap). Server time is the time of `client.get`
+(middleware, view, queries, template), without the HTTP layer.
 
 The ceiling of each page is its SQL alone: the statements one request issued (captured with an
 execute wrapper), replayed with the same parameters on the same connection in the same run and

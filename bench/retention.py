@@ -4,17 +4,17 @@
     .venv/bin/python bench/retention.py --records 10000000 [--days 20] [--timeout 60]
 
 1. Recreates a scratch database (--database, decisionboard_bench_retention), migrates it.
-2. Stores --per-day demo records (records.demo.generator) through the ingest store into the oldest day
-   past retention, then copies them in SQL (new ids, keys and runs of the same shape) into the
+2. Stores --per-day demo records (records.demo.generator) through the ingest store into the oldest
+   day past retention, then copies them in SQL (new ids, keys and runs of the same shape) into the
    --days - 1 days after it, the last of which is still kept; records the size on disk. Then
    ANALYZEs the records and their keys, as the catch-up's own ANALYZE does in production
-   (records.catchup.housekeeping.analyze_if_grown), and adds --extra-keys keys to the project, as if more of
-   its days were kept: the expiry's cost must not grow with them.
+   (records.catchup.housekeeping.analyze_if_grown), and adds --extra-keys keys to the project, as if
+   more of its days were kept: the expiry's cost must not grow with them.
 3. Expires the oldest day as records.store.retention.expire does: DETACH (the moment readers and
-   ingest stop seeing it), then the keys' cleanup (by their day, records.store.partitions.KEY_DELETE)
-   and the DROP. The VACUUM of the keys is timed after it, apart: it is follow-up maintenance,
-   not part of the expiry (records.store.retention.vacuum_keys runs it once the dead keys reach a
-   fifth of the live ones).
+   ingest stop seeing it), then the keys' cleanup (by their day,
+   records.store.partitions.KEY_DELETE) and the DROP. The VACUUM of the keys is timed after it,
+   apart: it is follow-up maintenance, not part of the expiry (records.store.retention.vacuum_keys
+   runs it once the dead keys reach a fifth of the live ones).
 4. For comparison, the next day's keys deleted as before the keys had a day (BEFORE_KEY_DELETE:
    the detached table joined to the keys, a primary-key lookup per key), rolled back.
 5. Deletes the next day's records instead, in the batches the per-project retention and SQLite
@@ -599,7 +599,8 @@ def main() -> None:
     project_id = load(args.per_day, args.days, first_day)
     with connection.cursor() as cursor:
         # Bulk-loaded and never analysed, as after a burst with autovacuum off: the plan the
-        # catch-up gets for its id range (records.catchup.reads.fetch_records) must still use the index.
+        # catch-up gets for its id range (records.catchup.reads.fetch_records) must still use the
+        # index.
         cursor.execute(
             f"EXPLAIN SELECT id FROM {partitions.PARENT} WHERE id > 1000 AND id <= 21000"
         )

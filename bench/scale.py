@@ -18,12 +18,12 @@ On a scratch database (decisionboard_bench_scale, dropped at the end unless --ke
    the day's keys deleted, DROP (goal < 1 s); the VACUUM of the keys after, timed apart.
 5. Catch-up lanes: `lane-records` more records, spread evenly over `lane-projects` projects,
    COPYed on top (not analysed: the statistics lag a burst), are folded by 1, 2 and 4 lanes, each
-   lane a process of its own running `records.catchup.passes.catch_up(lane=k)` as a Celery worker would,
-   all started at one instant; the rollups are reset between counts. First, the lane's read of
-   its records, `id` range then `project_id % n` filter (what records.catchup.reads.fetch_records does), is
-   timed against an index on (project_id, id) built for the comparison.
-   Prints each count's records/s, its ratio to one lane (goal: >= 1.6 with 2 lanes where cores
-   allow) and the machine's cores, and per lane the rate of each process.
+   lane a process of its own running `records.catchup.passes.catch_up(lane=k)` as a Celery worker
+   would, all started at one instant; the rollups are reset between counts. First, the lane's read
+   of its records, `id` range then `project_id % n` filter (what records.catchup.reads.fetch_records
+   does), is timed against an index on (project_id, id) built for the comparison. Prints each
+   count's records/s, its ratio to one lane (goal: >= 1.6 with 2 lanes where cores allow) and the
+   machine's cores, and per lane the rate of each process.
 
 Timings on a shared machine are noisy: the ratios, measured in one run, are what to read.
 """
@@ -224,9 +224,9 @@ def expire_one_day() -> dict:
 def fetch_plans(
     first: int, last: int, lanes: int = 4, batch: int = 20_000, repeat: int = 5
 ) -> None:
-    """The lane's read, as records.catchup.reads.fetch_records does it (id range, then project_id % lanes),
-    against an index on (project_id, id) with the lane's projects listed, on records the
-    planner has no statistics of."""
+    """The lane's read, as records.catchup.reads.fetch_records does it (id range, then project_id
+    % lanes), against an index on (project_id, id) with the lane's projects listed, on records
+    the planner has no statistics of."""
     from django.db import connection
 
     from records.models import Project

@@ -12,19 +12,18 @@ Redis (REDIS_URL, default the local one), the product runs as shipped: gunicorn 
 gunicorn.conf.py and the Celery workers with beat (workers.processes.worker_commands).
 
 1. Load, `minutes` long: `clients` processes post batches of 500 on a fixed schedule, together
-   `rate` records/s. Each batch is whole runs of every kind (records.demo.generator, run after run) with
-   timestamps spread over the 30 minutes before it is sent: agents flush a run when it ends, so
-   records arrive up to half an hour late, a third of them verdicts or picks of past minutes.
-   Record and run ids count up per client, as the decisionboard client's do; `--random-ids`
-   makes them uuid4s, as OpenTelemetry span ids or records posted without an id have, which
-   scatter the inserts into the record key index over the whole of it.
-   Meanwhile a reader requests, one after another, the overview, the runs list, a run, the
-   classifiers page and the metrics API (a latency percentile by model, per minute), with
-   `read-pause` seconds between requests (0.2: about five a second, a busy team of operators
-   and dashboards; back to back, the reader alone keeps a web thread and most of a core busy,
-   which the ingest ceiling below does not pay for); and a
-   poller reads the records total from the metrics API every 250 ms to time each batch's lag
-   (from its 200 to the first poll that counts it).
+   `rate` records/s. Each batch is whole runs of every kind (records.demo.generator, run after run)
+   with timestamps spread over the 30 minutes before it is sent: agents flush a run when it ends, so
+   records arrive up to half an hour late, a third of them verdicts or picks of past minutes. Record
+   and run ids count up per client, as the decisionboard client's do; `--random-ids` makes them
+   uuid4s, as OpenTelemetry span ids or records posted without an id have, which scatter the inserts
+   into the record key index over the whole of it. Meanwhile a reader requests, one after another,
+   the overview, the runs list, a run, the classifiers page and the metrics API (a latency
+   percentile by model, per minute), with `read-pause` seconds between requests (0.2: about five a
+   second, a busy team of operators and dashboards; back to back, the reader alone keeps a web
+   thread and most of a core busy, which the ingest ceiling below does not pay for); and a poller
+   reads the records total from the metrics API every 250 ms to time each batch's lag (from its 200
+   to the first poll that counts it).
 2. Drain: the time from the last batch to the rollups counting every record.
 3. Ceiling: with no worker running, the same clients post the same kind of batches as fast as
    they can for 20 s (what bench/ingest.py measures), in the same run, on records of their own.
@@ -423,7 +422,8 @@ def wal_totals() -> tuple[int, int, int]:
 def table_churn() -> list[tuple]:
     """(table, live rows, dead row versions, VACUUMs, size in MB, updates, HOT updates) of the
     tables the catch-up updates in place, at the end of the load: what its VACUUMs
-    (records.catchup.housekeeping.vacuum_if_churned) left behind, and how many updates wrote no index entry."""
+    (records.catchup.housekeeping.vacuum_if_churned) left behind, and how many updates wrote no
+    index entry."""
     from django.db import connection
 
     with connection.cursor() as cursor:

@@ -110,14 +110,14 @@ SQLITE_OPTIONS = {
 # PostgreSQL: give up on a connection attempt after this, so that an unreachable server answers
 # 503 (config.outage) instead of holding a web worker for the kernel's TCP timeout.
 POSTGRES_CONNECT_TIMEOUT = 5
-# And no JIT compilation. PostgreSQL compiles a query whose estimated cost passes
-# jit_above_cost (100,000), and on tables that were never analysed every estimate is a guess:
-# the streak recompute (records.catchup.streak_fold._SEGMENTS_SQL, its probes an Append over every day
-# partition) spent about half its time compiling, and a shuffled backlog caught up faster
-# without JIT than with it (docs/decisions/0003-jit-off.md; bench/catchup.py and
-# bench/streaks.py measure both). Set through the connection's startup options, so that it holds
-# for every connection, the tests' included; URL `options` that name any jit setting (jit,
-# jit_above_cost, ...) are left as they are: the operator's choice wins.
+# And no JIT compilation. PostgreSQL compiles a query whose estimated cost passes jit_above_cost
+# (100,000), and on tables that were never analysed every estimate is a guess: the streak recompute
+# (records.catchup.streak_fold._SEGMENTS_SQL, its probes an Append over every day partition) spent
+# about half its time compiling, and a shuffled backlog caught up faster without JIT than with it
+# (docs/decisions/0003-jit-off.md; bench/catchup.py and bench/streaks.py measure both). Set through
+# the connection's startup options, so that it holds for every connection, the tests' included; URL
+# `options` that name any jit setting (jit, jit_above_cost, ...) are left as they are: the
+# operator's choice wins.
 POSTGRES_STARTUP_OPTIONS = "-c jit=off"
 
 
@@ -283,10 +283,10 @@ DECISIONBOARD = {
     "INGEST_RATE_LIMIT": env_rate("DECISIONBOARD_INGEST_RATE_LIMIT", "1000/s"),
     "MAX_DATA_BYTES": env_size("DECISIONBOARD_MAX_DATA_BYTES", "256KB"),
     "MAX_FUTURE_SECONDS": env_int("DECISIONBOARD_MAX_FUTURE_SECONDS", 300, minimum=0),
-    # The catch-up's lanes (records.catchup.passes): projects split by id into this many, each folded by
-    # its own task and watermark, so that as many worker processes fold records in parallel.
-    # Default 1: SQLite (the embedded default) runs one writer at a time, and `manage.py serve`'s
-    # default worker has two slots that heartbeats and the alert tick share; set it to the
+    # The catch-up's lanes (records.catchup.passes): projects split by id into this many, each
+    # folded by its own task and watermark, so that as many worker processes fold records in
+    # parallel. Default 1: SQLite (the embedded default) runs one writer at a time, and `manage.py
+    # serve`'s default worker has two slots that heartbeats and the alert tick share; set it to the
     # worker processes you give the catch-up on PostgreSQL (docs/scaling.md). Changing it on a
     # running installation is safe (records.catchup.passes._switch_lanes).
     "CATCHUP_LANES": env_int("DECISIONBOARD_CATCHUP_LANES", 1, minimum=1),
@@ -354,15 +354,15 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_RESULT_BACKEND = None
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Bounded worker memory: a pool process whose resident size after a task (which always
-# finishes), the memory it freed given back, is above this is replaced by a fresh one, so that
-# the workers stay bounded over days whatever the heap keeps (workers.memory: the size after the
-# task, not the task's peak). The bound sits above what a pool process holds once its passes
-# are large (a catch-up behind): lower, the workers replace a process every minute or so for
-# no flatter a worker (bench/soak.py prints the workers' memory). The work is bounded: a
-# catch-up pass folds at most 200,000 records on PostgreSQL (records.catchup.passes), an export streams
-# 2,000 rows at a time (records.formats.record_export), and each pool process takes one message at a time so
-# that a long export holds no others back.
+# Bounded worker memory: a pool process whose resident size after a task (which always finishes),
+# the memory it freed given back, is above this is replaced by a fresh one, so that the workers stay
+# bounded over days whatever the heap keeps (workers.memory: the size after the task, not the task's
+# peak). The bound sits above what a pool process holds once its passes are large (a catch-up
+# behind): lower, the workers replace a process every minute or so for no flatter a worker
+# (bench/soak.py prints the workers' memory). The work is bounded: a catch-up pass folds at most
+# 200,000 records on PostgreSQL (records.catchup.passes), an export streams 2,000 rows at a time
+# (records.formats.record_export), and each pool process takes one message at a time so that a long
+# export holds no others back.
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = (
     env_int("DECISIONBOARD_WORKER_MAX_MEMORY_MB", 256, minimum=32) * 1024  # in KiB
 )

@@ -42,7 +42,8 @@ urlpatterns = [
     path("sessions/<path:session_id>/", sessions.session_detail, name="dash-session"),
     path("classifiers/", classifiers.classifiers_page, name="dash-classifiers"),
     path("streaks/", streaks_page.streaks_page, name="dash-streaks"),
-    # Tools (dashboard.views.tool_pages): a tool name is any string up to 200 characters, slashes too.
+    # Tools (dashboard.views.tool_pages): a tool name is any string up to 200 characters, slashes
+    # too.
     path("tools/", tool_pages.tools_list, name="dash-tools"),
     path("tools/<path:name>/", tool_pages.tool_detail, name="dash-tool"),
     path("selection/", tool_pages.selection, name="dash-selection"),
@@ -59,7 +60,11 @@ urlpatterns = [
     path("alerts/<int:rule_id>/silence/", alert_pages.rule_silence, name="dash-alert-silence"),
     path("alerts/<int:rule_id>/delete/", alert_pages.rule_delete, name="dash-alert-delete"),
     path("alerts/channels/new/", alert_pages.channel_edit, name="dash-alert-channel-new"),
-    path("alerts/channels/<int:channel_id>/", alert_pages.channel_edit, name="dash-alert-channel-edit"),
+    path(
+        "alerts/channels/<int:channel_id>/",
+        alert_pages.channel_edit,
+        name="dash-alert-channel-edit",
+    ),
     path(
         "alerts/channels/<int:channel_id>/test/",
         alert_pages.channel_test,

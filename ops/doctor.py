@@ -309,8 +309,10 @@ def queues(statuses: Iterable[QueueStatus], now: datetime) -> list[Finding]:
                     note=True,
                 )
             )
-        elif status.stale and status.worker_started and not (
-            status.last_seen and status.last_seen > status.worker_started
+        elif (
+            status.stale
+            and status.worker_started
+            and not (status.last_seen and status.last_seen > status.worker_started)
         ):
             found.append(
                 Finding(

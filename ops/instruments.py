@@ -122,7 +122,8 @@ def count_api_ingest(
 
 
 def count_otlp_ingest(project: Any, result: Any, stored: Any) -> None:
-    """POST /v1/traces: `result` is records.formats.otlp's ExportResult, `stored` the StoreResult."""
+    """POST /v1/traces: `result` is records.formats.otlp's ExportResult, `stored` the
+    StoreResult."""
     kinds = (kind_label(kind) for kind in result.rejected_kinds)
     count_ingest("otlp", project, result.records, stored.accepted_by_kind, kinds)
     if result.rejected_spans:

@@ -54,7 +54,11 @@ def completion(request: dict[str, Any], answer: dict[str, Any], n: int) -> dict[
                 "finish_reason": "tool_calls" if calls else "stop",
             }
         ],
-        "usage": {"prompt_tokens": 100 + n, "completion_tokens": 10 + n, "total_tokens": 110 + 2 * n},
+        "usage": {
+            "prompt_tokens": 100 + n,
+            "completion_tokens": 10 + n,
+            "total_tokens": 110 + 2 * n,
+        },
     }
 
 

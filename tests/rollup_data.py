@@ -27,7 +27,8 @@ def _ts(rng: random.Random) -> str:
 def build(n: int = 1200, seed: int = 3) -> list[dict]:
     rng = random.Random(seed)
     # Picks and outcomes share a few iterations per run, so that outcomes join picks (the tool
-    # decisions of records.catchup.tool_funnel); drawn apart, so the rest of the mix stays as it was.
+    # decisions of records.catchup.tool_funnel); drawn apart, so the rest of the mix stays as it
+    # was.
     iterations = random.Random(seed + 1)
     out = []
     for i in range(n):

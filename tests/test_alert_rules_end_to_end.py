@@ -1,8 +1,8 @@
 """Rules on every metric family, driven the way production drives them.
 
 Records are posted through POST /api/v1/records, folded by the workers' catch-up pass
-(records.catchup.passes.catch_up) and evaluated by the engine's tick at a chosen `now`. Each rule fires
-while its records come in and resolves once they stop.
+(records.catchup.passes.catch_up) and evaluated by the engine's tick at a chosen `now`. Each rule
+fires while its records come in and resolves once they stop.
 """
 
 from __future__ import annotations

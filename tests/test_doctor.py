@@ -236,9 +236,7 @@ GOOD = dict(
         ({"metrics_token": "abc"}, "DECISIONBOARD_METRICS_TOKEN is shorter", "longer"),
     ],
 )  # fmt: skip
-def test_each_configuration_mistake_is_advice_before_going_live_with_its_fix(
-    change, message, fix
-):
+def test_each_configuration_mistake_is_advice_before_going_live_with_its_fix(change, message, fix):
     assert not any(f.advice or f.problem for f in configuration(**GOOD))
     found = [f for f in configuration(**{**GOOD, **change}) if not f.ok and not f.note]
     assert [(f.advice, f.problem) for f in found] == [(True, False)]

@@ -487,7 +487,9 @@ def test_it_asks_for_a_login_on_the_exports_page(db, client):
 
 
 def test_it_lists_the_jobs_of_the_operators_projects(client, carol, alice, bob, export_dir):
-    mine = export_requests.start_export(alice.project, "csv", {"agent": "<script>alert(1)</script>"})
+    mine = export_requests.start_export(
+        alice.project, "csv", {"agent": "<script>alert(1)</script>"}
+    )
     export_jobs.run_export(mine.pk)
     theirs = export_requests.start_export(bob.project, "jsonl", {})
     client.force_login(carol)

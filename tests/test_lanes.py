@@ -1,6 +1,6 @@
-"""Catch-up lanes (records.catchup.passes): N lanes give exactly the rollups of one, whatever the corpus,
-the interleaving of the lanes' passes and a change of N half way; and the workers run one task
-per lane."""
+"""Catch-up lanes (records.catchup.passes): N lanes give exactly the rollups of one, whatever the
+corpus, the interleaving of the lanes' passes and a change of N half way; and the workers run one
+task per lane."""
 
 from __future__ import annotations
 
@@ -287,7 +287,9 @@ def test_two_lane_processes_at_once_equal_one_lane(transactional_db, postgres, t
     env = dict(os.environ, DATABASE_URL=database_url(), DECISIONBOARD_VAR_DIR=str(tmp_path))
     workers = []
     for lane in range(2):
-        code = f"from records.catchup import catch_up; catch_up(lane={lane}, lanes=2, batch_size=50)"
+        code = (
+            f"from records.catchup import catch_up; catch_up(lane={lane}, lanes=2, batch_size=50)"
+        )
         log = open(tmp_path / f"lane-{lane}.log", "w")  # noqa: SIM115 (closed below)
         cmd = [sys.executable, "manage.py", "shell", "-c", code]
         workers.append((processes.spawn(cmd, env=env, log=log), log))

@@ -2,9 +2,9 @@
 of tests/decision_oracle.py: the engine's value at a tick, the preview's minute by minute, and
 rules firing through the engine's tick on posted records.
 
-A detail field the notice rollups split by (records.contract.rollup_keys.NOTICE_SPLITS) is read from the
-rollups; any other is counted by alerts.notices over the rule's window. Both must agree with
-the oracle, which reads the posted dicts only.
+A detail field the notice rollups split by (records.contract.rollup_keys.NOTICE_SPLITS) is read from
+the rollups; any other is counted by alerts.notices over the rule's window. Both must agree with the
+oracle, which reads the posted dicts only.
 """
 
 from __future__ import annotations

@@ -263,8 +263,11 @@ def test_an_openai_agents_sdk_run_with_a_handoff_lands_as_a_run_and_a_sub_run(
     try:
         with openai_stub(script) as url:
             client = openai.AsyncOpenAI(base_url=url, api_key="sk-test", max_retries=0)
-            booker = Agent(name="booker", instructions="Book flights.",
-                           model=OpenAIChatCompletionsModel("gpt-4o", client))
+            booker = Agent(
+                name="booker",
+                instructions="Book flights.",
+                model=OpenAIChatCompletionsModel("gpt-4o", client),
+            )
             triage = Agent(name="triage", instructions="Help.", tools=[get_weather],
                            handoffs=[booker],
                            model=OpenAIChatCompletionsModel("gpt-4o-mini", client))  # fmt: skip

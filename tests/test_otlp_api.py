@@ -88,7 +88,10 @@ def test_it_answers_partial_success_and_keeps_the_good_spans(alice):
     assert partial.rejected_spans == 2
     assert "'GET /health': nothing to map" in partial.error_message
     assert "data.confidence: must be a number, got a string" in partial.error_message
-    assert sorted(Record.objects.values_list("kind", flat=True)) == ["model_call", "model_selection"]
+    assert sorted(Record.objects.values_list("kind", flat=True)) == [
+        "model_call",
+        "model_selection",
+    ]
 
 
 def test_partial_success_in_json_is_camel_case_with_the_count_as_a_string(alice):
@@ -184,9 +187,11 @@ def test_the_records_api_takes_a_gzip_body_too(alice):
 def test_records_from_otlp_read_back_like_native_ones(alice):
     sid = span_id()
     post(alice.client(), export(span("chat", chat(), span_id_hex=sid)).SerializeToString())
-    listed = alice.client(alice.read_key).get(
-        "/api/v1/records", {"run_id": TRACE, "kind": "model_call"}
-    ).json()
+    listed = (
+        alice.client(alice.read_key)
+        .get("/api/v1/records", {"run_id": TRACE, "kind": "model_call"})
+        .json()
+    )
     (item,) = listed["results"]
     assert item["id"] == f"otel:{TRACE}:{sid}"
     assert item["kind"] == "model_call" and item["data"]["model"] == "gpt-4o-2026-08-06"

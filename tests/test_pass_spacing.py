@@ -1,6 +1,6 @@
-"""The workers' catch-up spaces its passes (records.catchup.passes.PASS_SPACING_SECONDS): a pass starts
-at least that long after the start of the lane's last pass that folded records, one process
-waits for it, and the others leave the records to that one."""
+"""The workers' catch-up spaces its passes (records.catchup.passes.PASS_SPACING_SECONDS): a pass
+starts at least that long after the start of the lane's last pass that folded records, one
+process waits for it, and the others leave the records to that one."""
 
 from __future__ import annotations
 

@@ -296,7 +296,10 @@ def test_a_late_record_of_an_expired_state_moves_nothing_it_did_not_count(alice,
     catch_up()
     retention.expire(NOW)
     assert not state_runs(Classification) and not state_runs(ToolDecision)
-    classifications, links = kind_total(rollup_keys.CLASSIFICATION), kind_total(rollup_keys.TOOL_LINK)
+    classifications, links = (
+        kind_total(rollup_keys.CLASSIFICATION),
+        kind_total(rollup_keys.TOOL_LINK),
+    )
     verdicts = kind_total(rollup_keys.VERDICT)
     assert classifications == 1 and links > 0
 
@@ -311,7 +314,8 @@ def test_a_late_record_of_an_expired_state_moves_nothing_it_did_not_count(alice,
     catch_up()
 
     assert kind_total(rollup_keys.VERDICT) == verdicts + 1  # the record itself counts
-    assert kind_total(rollup_keys.CLASSIFICATION) == classifications  # its call counted once, as before
+    # its call counted once, as before
+    assert kind_total(rollup_keys.CLASSIFICATION) == classifications
     assert kind_total(rollup_keys.TOOL_LINK) == links  # an outcome without its pick joins nothing
     assert not Rollup.objects.filter(count__lt=0).exists()
     assert list(ToolMiss.objects.values_list("run_id", "misses")) == [("run-old", 1)]

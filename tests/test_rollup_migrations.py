@@ -228,7 +228,8 @@ def _store_as_before(project: Project, raws: list[dict], now: datetime) -> int:
         if derived["protocol"] == "hybrid" and derived["decision"] == "unparseable":
             derived["decision"] = "chat"
             key = {**rollup_keys.decode(rollup_keys.TURN, row.rollup_key), "decision": "chat"}
-            row = dataclasses.replace(row, outcome="chat", rollup_key=rollup_keys.encode(rollup_keys.TURN, key),
+            row = dataclasses.replace(row, outcome="chat",
+                                      rollup_key=rollup_keys.encode(rollup_keys.TURN, key),
                                       derived_json=orjson.dumps(derived).decode())  # fmt: skip
             old += 1
         rows.append(row)

@@ -255,7 +255,8 @@ def test_two_passes_equal_one(alice):
 
 
 def _forget_rollups(project):
-    """What a rebuild does (records.catchup.rebuild.reset_rollups): everything the pass keeps, gone."""
+    """What a rebuild does (records.catchup.rebuild.reset_rollups): everything the pass keeps,
+    gone."""
     reset_rollups({model.__name__: model for model in apps.get_app_config("records").get_models()})
     # Back to just before the project's first record (ids don't restart between tests).
     first = Record.objects.filter(project=project).order_by("id").values_list("id", flat=True)[0]
@@ -711,8 +712,8 @@ def test_a_rollup_row_updated_in_place_writes_no_index_entry(transactional_db, p
 
 
 def test_a_pass_read_in_chunks_equals_small_passes(alice, monkeypatch):
-    """A pass streams its records in chunks (records.catchup.reads.fetch_records): one large pass over many
-    chunks gives what many small passes give."""
+    """A pass streams its records in chunks (records.catchup.reads.fetch_records): one large pass
+    over many chunks gives what many small passes give."""
     records = rollup_data.build(700, seed=11)
     ingest(alice, records)
     # From just before the project's first record: passes of 50 ids from 0 would have to walk
@@ -935,7 +936,8 @@ def test_passes_go_on_while_late_streak_minutes_are_recomputed(transactional_db,
 def test_recomputed_minutes_equal_their_verdicts_folded_in_order(alice):
     """Late verdicts with equal timestamps, keys of mixed case and every verdict class, in
     shuffled batches: each minute's stored segment and each model's streak equal
-    records.contract.streak_segments.of_verdicts over the verdicts in (ts, key) code point order. (On
+    records.contract.streak_segments.of_verdicts over the verdicts in (ts, key) code point order.
+    (On
     PostgreSQL the recompute computes the segments in SQL; on SQLite in Python.)"""
     from records.contract import streak_segments
     from tests.factories import BASE_TS

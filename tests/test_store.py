@@ -38,9 +38,7 @@ def test_it_empties_the_postgresql_stage_between_batches(alice, postgres):
             assert cursor.fetchone()[0] == 4
 
 
-def test_it_keeps_the_postgresql_stage_file_between_transactions(
-    transactional_db, alice, postgres
-):
+def test_it_keeps_the_postgresql_stage_file_between_transactions(transactional_db, alice, postgres):
     # A TRUNCATE a batch would give the temporary stage a new file and pg_class row version.
     def stage_file():
         with postgres.cursor() as cursor:

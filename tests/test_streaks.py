@@ -78,4 +78,6 @@ def test_the_minutes_a_late_verdict_reread_are_read_as_few_spans():
 @pytest.mark.parametrize("seed", range(40))
 def test_a_minutes_verdicts_walked_at_once_equal_the_fold_of_each_verdict(seed):
     _, verdicts = random_verdicts(random.Random(seed), [3, 1, 4, 2], most=40)
-    assert streak_segments.of_verdicts(verdicts) == streak_segments.fold(streak_segments.of_verdict(*v) for v in verdicts)
+    assert streak_segments.of_verdicts(verdicts) == streak_segments.fold(
+        streak_segments.of_verdict(*v) for v in verdicts
+    )

@@ -1,4 +1,5 @@
-"""The time-range control's reading of the URL (dashboard.web.timerange) and the periods it makes."""
+"""The time-range control's reading of the URL (dashboard.web.timerange) and the periods it
+makes."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """An independent oracle for the tools pages, selection accuracy and the narrowing what-if, and
 a corpus of tool decisions that tries to fool it.
 
-The oracle reads only the posted dicts (never records.catchup.tool_funnel, the key codec or the rollups) and
-applies the definitions of records.catchup.tool_funnel' docstring as written: a decision is the earliest pick
-and the earliest outcome of one (run_id, iteration) by (ts, id); chosen is the top-ranked tool;
-a miss is a called or wanted tool offered and not served; and so on.
+The oracle reads only the posted dicts (never records.catchup.tool_funnel, the key codec or the
+rollups) and applies the definitions of records.catchup.tool_funnel' docstring as written: a
+decision is the earliest pick and the earliest outcome of one (run_id, iteration) by (ts, id);
+chosen is the top-ranked tool; a miss is a called or wanted tool offered and not served; and so on.
 
 The corpus has runs of several iterations whose pick and outcome fall on both sides of minute
 and hour boundaries, iterations with only a pick, only an outcome or a pick error, re-filed

@@ -22,7 +22,8 @@ class ExportJob(models.Model):
     """A filtered export of a project's records written to a file by a worker.
 
     `filters` keeps the query parameters as given, so the worker parses them with the same
-    records.contract.filters code as the API. The file lives under VAR_DIR/exports until `expires_at`.
+    records.contract.filters code as the API. The file lives under VAR_DIR/exports until
+    `expires_at`.
     """
 
     class Status(models.TextChoices):

@@ -11,10 +11,10 @@ def beat_schedule(lanes: int) -> dict:
 
 
 def _catch_up(lanes: int) -> dict:
-    # Folds new records into rollups, run summaries and streaks: one task per lane, so that
-    # idle worker processes take the lanes in parallel (records.catchup.passes). Ingest also nudges the
-    # lane of the project it stored for; this catches up whatever a lost nudge or a broker
-    # outage left behind.
+    # Folds new records into rollups, run summaries and streaks: one task per lane, so that idle
+    # worker processes take the lanes in parallel (records.catchup.passes). Ingest also nudges the
+    # lane of the project it stored for; this catches up whatever a lost nudge or a broker outage
+    # left behind.
     return {
         f"catch-up-lane-{lane}": {
             "task": "workers.tasks.catch_up_task",

@@ -1,18 +1,18 @@
 """What the overview, models, classifiers and streaks pages show, read from rollups only.
 
-A page reads its period's rollup rows through records.metrics.reader, the one reader of the metrics API
-and the alert engine too, and folds every metric it draws from them with the metric definitions
-of records.metrics.definitions, so it shows what GET /api/v1/metrics answers. Two reads keep that inside the
-pages' budget at a million records a day:
+A page reads its period's rollup rows through records.metrics.reader, the one reader of the metrics
+API and the alert engine too, and folds every metric it draws from them with the metric definitions
+of records.metrics.definitions, so it shows what GET /api/v1/metrics answers. Two reads keep that
+inside the pages' budget at a million records a day:
 
 - counts: rows summed over agents by the database (GROUP BY bucket, kind, model, key), without
   their sketches: an hour of such a project is a few hundred rollup rows, one per agent, and
   only the counts of most kinds are ever used;
 - sketches: the rows of the latency kinds only (picks, model calls), sketch and all, merged here.
 
-Streak sparklines fold StreakSegment rows (records.contract.streak_segments). Nothing here reads a record.
-Functions return plain data (dicts, lists, numbers); the modules of dashboard.charts turn them
-into figures.
+Streak sparklines fold StreakSegment rows (records.contract.streak_segments). Nothing here reads a
+record. Functions return plain data (dicts, lists, numbers); the modules of dashboard.charts turn
+them into figures.
 """
 
 from __future__ import annotations

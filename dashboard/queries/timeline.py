@@ -170,11 +170,15 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
     if kind == MODEL_CALL:
         usage = d.get("usage") or {}
         tokens = f"{usage.get('input', 0):,} in / {usage.get('output', 0):,} out"
-        return f"{text_of(d.get('provider'))} {text_of(d.get('model'))}: {text_of(d.get('stopReason'))}", _pairs(
-            ("duration", _ms(d.get("durationMs"))),
-            ("tokens", tokens if isinstance(usage, dict) and usage else ""),
-            ("tools", d.get("toolsCount")),
-            ("messages", d.get("messagesCount")),
+        return (
+            f"{text_of(d.get('provider'))} {text_of(d.get('model'))}: "
+            f"{text_of(d.get('stopReason'))}",
+            _pairs(
+                ("duration", _ms(d.get("durationMs"))),
+                ("tokens", tokens if isinstance(usage, dict) and usage else ""),
+                ("tools", d.get("toolsCount")),
+                ("messages", d.get("messagesCount")),
+            ),
         )
     if kind == TURN:
         calls = der.get("calls") or []
@@ -202,7 +206,9 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
             ("model", f"{text_of(d.get('model'))} on rung {text_of(d.get('rung'))}"),
             (
                 "seat",
-                f"{text_of(d.get('seatModel'))} ({text_of(d.get('seat'))})" if d.get("seatModel") else "",
+                f"{text_of(d.get('seatModel'))} ({text_of(d.get('seat'))})"
+                if d.get("seatModel")
+                else "",
             ),
             ("re-ask", "yes" if d.get("reask") else ""),
             ("ladder fallback", "yes" if der.get("ladder_fallback") else ""),
@@ -212,20 +218,28 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
     if kind == NOTICE:
         detail = d.get("detail") or {}
         shown = (
-            ", ".join(f"{k}={text_of(v)}" for k, v in detail.items()) if isinstance(detail, dict) else ""
+            ", ".join(f"{k}={text_of(v)}" for k, v in detail.items())
+            if isinstance(detail, dict)
+            else ""
         )
         return (
-            f"{text_of(d.get('level') or 'notice')} {text_of(d.get('code'))}: {text_of(d.get('message'))}",
+            f"{text_of(d.get('level') or 'notice')} {text_of(d.get('code'))}: "
+            f"{text_of(d.get('message'))}",
             _pairs(("detail", shown), ("audience", d.get("audience"))),
         )
     if kind == PROVIDER_ERROR:
         choice = d.get("toolChoice") or {}
-        forced = f"{text_of(choice.get('type'))} {text_of(choice.get('name'))}".strip() if choice else ""
-        return f"{text_of(d.get('provider'))} {text_of(d.get('model'))}: {text_of(d.get('error'))}", _pairs(
-            ("message", d.get("message")),
-            ("status", d.get("status")),
-            ("retryable", "yes" if d.get("retryable") else "no"),
-            ("refused tool choice", forced if der.get("tool_choice_refused") else ""),
+        forced = (
+            f"{text_of(choice.get('type'))} {text_of(choice.get('name'))}".strip() if choice else ""
+        )
+        return (
+            f"{text_of(d.get('provider'))} {text_of(d.get('model'))}: {text_of(d.get('error'))}",
+            _pairs(
+                ("message", d.get("message")),
+                ("status", d.get("status")),
+                ("retryable", "yes" if d.get("retryable") else "no"),
+                ("refused tool choice", forced if der.get("tool_choice_refused") else ""),
+            ),
         )
     if kind == RELIABILITY:
         shown = [(k, d.get(k)) for k in ("attempt", "fromProvider", "toProvider", "primary",
@@ -271,7 +285,7 @@ def _trace_gaps(data: Any) -> list[tuple[str, str]]:
     gaps = []
     missing = otel.get("missing")
     if isinstance(missing, list) and missing:
-        gaps.append(("from trace", f"this span lacked {', '.join(_s(m) for m in missing)}"))
+        gaps.append(("from trace", f"this span lacked {', '.join(text_of(m) for m in missing)}"))
     if otel.get("usageReported") is False:
         gaps.append(("from trace", "this span reported no token counts (stored as 0)"))
     return gaps

@@ -1,14 +1,14 @@
 """What the tools, selection-accuracy and narrowing what-if pages show, read from rollups only.
 
-records.catchup.tool_funnel keeps the tool kinds per hour and day (only the selection rows per minute too), so
-the tools, tool and what-if pages read hours where a period is drawn in minutes elsewhere (the
-last hour, a custom range of up to three hours): their range widens to whole hours, as the
-period note says.
+records.catchup.tool_funnel keeps the tool kinds per hour and day (only the selection rows per
+minute too), so the tools, tool and what-if pages read hours where a period is drawn in minutes
+elsewhere (the last hour, a custom range of up to three hours): their range widens to whole hours,
+as the period note says.
 
-The rows are the tool kinds records.catchup.tool_funnel keeps (its docstring defines every count), read
-through records.metrics.reader and folded by records.metrics.tool_stats; a tool's page adds the runs where the
-tool was missed (records.models.ToolMiss joined to the runs, newest first, a page at a time).
-Nothing here reads a record.
+The rows are the tool kinds records.catchup.tool_funnel keeps (its docstring defines every count),
+read through records.metrics.reader and folded by records.metrics.tool_stats; a tool's page adds the
+runs where the tool was missed (records.models.ToolMiss joined to the runs, newest first, a page at
+a time). Nothing here reads a record.
 """
 
 from __future__ import annotations
@@ -42,8 +42,9 @@ def _range(now: datetime, period_name: str):
 
 
 def _hourly_range(now: datetime, period_name: str):
-    """The period, its grain and [start, end) for the hourly tool kinds (records.catchup.tool_funnel keeps
-    no minutes of them): a period drawn in minutes elsewhere reads the hours that cover it."""
+    """The period, its grain and [start, end) for the hourly tool kinds
+    (records.catchup.tool_funnel keeps no minutes of them): a period drawn in minutes elsewhere
+    reads the hours that cover it."""
     period, start, end = _range(now, period_name)
     if period.interval != Grain.MINUTE:
         return period, period.interval, start, end

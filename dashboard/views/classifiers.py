@@ -1,6 +1,6 @@
 """The classifiers page: latency percentiles by classifier model over time, skip
-reasons, pick errors, first-pick agreement, ladder fallbacks, the verdict mix, unavailable
-causes and role-defaulted reasons. One rollup read (dashboard.queries.page_rollups.classifiers_page)."""
+reasons, pick errors, first-pick agreement, ladder fallbacks, the verdict mix, unavailable causes
+and role-defaulted reasons. One rollup read (dashboard.queries.page_rollups.classifiers_page)."""
 
 from __future__ import annotations
 

@@ -48,7 +48,8 @@ def _ranked(values: Any) -> str:
     if not isinstance(values, list):
         return ""
     return ", ".join(
-        f"{text_of(v.get('name'))} {v.get('score')}" if isinstance(v, dict) else text_of(v) for v in values
+        f"{text_of(v.get('name'))} {v.get('score')}" if isinstance(v, dict) else text_of(v)
+        for v in values
     )
 
 

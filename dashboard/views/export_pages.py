@@ -1,7 +1,7 @@
 """The exports page: the jobs of the operator's projects, and a form to start one.
 
-The form takes the filter vocabulary of records.contract.filters; its fields can be pre-filled from the
-query string, so another page (the runs page) can link here with its filters. A job runs in a
+The form takes the filter vocabulary of records.contract.filters; its fields can be pre-filled from
+the query string, so another page (the runs page) can link here with its filters. A job runs in a
 worker (workers.export_jobs) and its file downloads through the API, which checks access again.
 """
 

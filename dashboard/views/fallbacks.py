@@ -1,8 +1,8 @@
 """Fallback chains (`/fallbacks/`): every way a run ended up on another model than configured.
 
-What moved a run, and the causes, are defined once in records.contract.fallback_causes; each cause is read
-where it is already counted (the NOTICE, CLASSIFICATION, RELIABILITY and SELECTION rollups for
-the charts, the run summaries' swap and fallback flags for the runs that moved), so a run behind
+What moved a run, and the causes, are defined once in records.contract.fallback_causes; each cause
+is read where it is already counted (the NOTICE, CLASSIFICATION, RELIABILITY and SELECTION rollups
+for the charts, the run summaries' swap and fallback flags for the runs that moved), so a run behind
 a counted cause is a listed run.
 
 The page reads those rollups once (records.metrics.reader), the runs table for the runs of the range

@@ -1,6 +1,7 @@
 """The tools pages: every tool's funnel (/tools/), one tool (/tools/<name>/), selection accuracy
 without a judge (/selection/) and the narrowing what-if (/narrowing/). Each reads rollups only
-(dashboard.queries.tool_queries); what each number counts is defined once, in records.catchup.tool_funnel."""
+(dashboard.queries.tool_queries); what each number counts is defined once, in
+records.catchup.tool_funnel."""
 
 from __future__ import annotations
 

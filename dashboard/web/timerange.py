@@ -1,10 +1,10 @@
 """The time-range control of every chart page and list: presets up to 90 days or a custom
 from/to, read from the URL (so a link keeps it) and drawn by one partial (time_range.html).
 
-`?period=` names a preset of dashboard.queries.page_rollups.PERIODS, or `custom` with `from` and `to`. Times
-are RFC 3339 as the API takes them, or the zone-less `2026-11-20T09:00` a browser's date-time
-field sends, read as UTC (the pages show UTC everywhere). A list (runs) also offers "any time";
-a chart page always has a range and defaults to the last 6 hours.
+`?period=` names a preset of dashboard.queries.page_rollups.PERIODS, or `custom` with `from` and
+`to`. Times are RFC 3339 as the API takes them, or the zone-less `2026-11-20T09:00` a browser's
+date-time field sends, read as UTC (the pages show UTC everywhere). A list (runs) also offers "any
+time"; a chart page always has a range and defaults to the last 6 hours.
 """
 
 from __future__ import annotations

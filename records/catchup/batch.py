@@ -42,8 +42,8 @@ FIELDS = (
 FLAGS = ("swap", "fallback", "error", "contract_break", "violation")
 
 
-# Read from the JSON only where present: a verdict's toolCallId (its classification), the
-# violation codes of a flagged record, and for records.catchup.tool_funnel the iteration and JSON of picks and
+# Read from the JSON only where present: a verdict's toolCallId (its classification), the violation
+# codes of a flagged record, and for records.catchup.tool_funnel the iteration and JSON of picks and
 # outcomes (their data) and turns (their derived fields).
 JSON_FIELDS = {
     "postgresql": (
@@ -100,10 +100,11 @@ class Batch:
         self.attempts: dict[tuple, list[tuple]] = defaultdict(list)
         # (project, run_id, code) -> [(id, minute, agent, model)] of once-per-run notices
         self.once_notices: dict[tuple, list[tuple]] = defaultdict(list)
-        # records.catchup.tool_funnel: the hourly tool cells, the picks' tool tallies, and (project, run_id,
-        # iteration) -> [the earliest pick, the earliest outcome] of this pass's decisions
+        # records.catchup.tool_funnel: the hourly tool cells, the picks' tool tallies, and (project,
+        # run_id, iteration) -> [the earliest pick, the earliest outcome] of this pass's decisions
         self.tool_hourly: dict[tuple, Cell] = defaultdict(Cell)
-        self.tool_tallies: dict[tuple, dict] = {}  # the picks' TOOL rows (records.catchup.tool_funnel)
+        # the picks' TOOL rows (records.catchup.tool_funnel)
+        self.tool_tallies: dict[tuple, dict] = {}
         self.tool_sides: dict[tuple, list] = defaultdict(lambda: [None, None])
         # (project, run_id) of the runs that earlier passes folded records of: only those can
         # have stored state to read (runs_folded_before)

@@ -222,7 +222,8 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
         if count:
             batch.runs_folded_before = runs_folded_before(batch)
             merge_classifications(batch)
-            hourly = tool_funnel.fold(batch)  # records.catchup.tool_funnel: tool decisions and their rollup rows
+            # records.catchup.tool_funnel: tool decisions and their rollup rows
+            hourly = tool_funnel.fold(batch)
             flag_repeated_notices(batch, watermark.last_id)
             merge_rollups(batch)
             if hourly is not None:

@@ -89,5 +89,3 @@ def parse_ts(rows: list[tuple]) -> list[tuple]:
     """SQLite hands timestamps over as text."""
     at = FIELDS.index("ts")
     return [(*r[:at], parse_time(r[at]), *r[at + 1 :]) for r in rows]
-
-

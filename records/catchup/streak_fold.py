@@ -160,7 +160,9 @@ def _lane_dirty_minutes(lane: int, lanes: int, *, after: int | None = None) -> d
     return {(project, model, bucket): end for project, model, bucket, *end in rows}
 
 
-def _minute_segments(batch: Batch) -> tuple[dict[tuple, streak_segments.Segment], dict[tuple, tuple]]:
+def _minute_segments(
+    batch: Batch,
+) -> tuple[dict[tuple, streak_segments.Segment], dict[tuple, tuple]]:
     """The minutes this batch's verdicts extend at their end, combined; and the late ones, each
     with its end after this batch: the later of the stored end and the batch's last verdict."""
     keys = list(batch.verdicts)
@@ -236,10 +238,10 @@ def _dirty_segments(ends: dict[tuple, tuple], last_id: int) -> dict[tuple, strea
     return out
 
 
-# records.contract.streak_segments.of_verdicts of each (model, minute) of `keys`, computed by PostgreSQL from the
-# minute's parse errors alone, each probing the verdicts around it, rather than from every verdict
-# of the minute: a minute holds thousands of rulings and few parse errors, and under half an
-# hour of late verdicts every minute of it is recomputed.
+# records.contract.streak_segments.of_verdicts of each (model, minute) of `keys`, computed by
+# PostgreSQL from the minute's parse errors alone, each probing the verdicts around it, rather than
+# from every verdict of the minute: a minute holds thousands of rulings and few parse errors, and
+# under half an hour of late verdicts every minute of it is recomputed.
 #
 # In (ts, record key) order within a minute, the parse errors fall into runs that no ruling
 # separates: `ruled_before` marks a parse error with a ruling between it and the parse error
@@ -330,7 +332,9 @@ GROUP BY k.model, k.minute, k.has_verdict, k.has_ruling
 )  # fmt: skip
 
 
-def _dirty_segments_in_sql(ends: dict[tuple, tuple], last_id: int) -> dict[tuple, streak_segments.Segment]:
+def _dirty_segments_in_sql(
+    ends: dict[tuple, tuple], last_id: int
+) -> dict[tuple, streak_segments.Segment]:
     """_dirty_segments on PostgreSQL: each minute's segment computed by the server from its
     parse errors and the stored end (_SEGMENTS_SQL), one query per project. Before, the server
     computed it over every verdict of the minute, and a recompute under half an hour of late
@@ -386,8 +390,8 @@ def _verdicts_query(project: int, models, spans, last_id: int) -> tuple[str, lis
     return sql, params
 
 
-# Record keys in code point order, as Python compares them (streak_segments.of_verdicts): whatever the
-# database's collation on PostgreSQL; SQLite's default (BINARY) already is.
+# Record keys in code point order, as Python compares them (streak_segments.of_verdicts): whatever
+# the database's collation on PostgreSQL; SQLite's default (BINARY) already is.
 _CODEPOINTS = {"postgresql": ' COLLATE "C"', "sqlite": ""}
 
 
@@ -417,7 +421,9 @@ def _spans(minutes: list[datetime], most: int = 50) -> list[tuple[datetime, date
 _SEGMENT_FIELDS = ("model", "bucket", *streak_segments.FIELDS)
 
 
-def _fold_children(child: str, parent: str, keys: set[tuple]) -> dict[tuple, streak_segments.Segment]:
+def _fold_children(
+    child: str, parent: str, keys: set[tuple]
+) -> dict[tuple, streak_segments.Segment]:
     """Each parent bucket's segment: the fold of its children, read in one query per project."""
     children: dict[tuple, list[streak_segments.Segment]] = defaultdict(list)
     span = timedelta(hours=1) if parent == Grain.HOUR else timedelta(days=1)
@@ -437,7 +443,9 @@ def _fold_children(child: str, parent: str, keys: set[tuple]) -> dict[tuple, str
     return {key: streak_segments.fold(children[key]) for key in keys}
 
 
-def _load_segments(grain: str, keys: list[tuple]) -> dict[tuple, tuple[streak_segments.Segment, bool]]:
+def _load_segments(
+    grain: str, keys: list[tuple]
+) -> dict[tuple, tuple[streak_segments.Segment, bool]]:
     """The stored segments of these keys, each with its dirty flag."""
     out = {}
     wanted = set(keys)
@@ -453,8 +461,8 @@ def _load_segments(grain: str, keys: list[tuple]) -> dict[tuple, tuple[streak_se
 def _save_segments(grain: str, segments: dict[tuple, streak_segments.Segment]) -> None:
     StreakSegment.objects.bulk_create(
         [
-            StreakSegment(project_id=project, model=model, grain=grain, bucket=bucket,
-                          dirty=False, **{name: getattr(seg, name) for name in streak_segments.FIELDS})
+            StreakSegment(project_id=project, model=model, grain=grain, bucket=bucket, dirty=False,
+                          **{name: getattr(seg, name) for name in streak_segments.FIELDS})
             for (project, model, bucket), seg in segments.items()
         ],
         update_conflicts=True,

@@ -1,14 +1,14 @@
 """The tool funnel, selection accuracy and the narrowing what-if, kept by the catch-up pass.
 
-The catch-up pass (records.catchup.passes) reads the JSON of the picks, outcomes and turns it folds in
-its one read of the records and hands each to `add`, which adds its hourly cells and keeps its
+The catch-up pass (records.catchup.passes) reads the JSON of the picks, outcomes and turns it folds
+in its one read of the records and hands each to `add`, which adds its hourly cells and keeps its
 side of a decision; `fold`, once per pass inside its transaction, merges the decisions with the
 stored ToolDecision and ToolMiss state, adds the minute cells to the pass's batch and upserts the
-hourly ones (with the pass's own statement). The state is merged
-set-based per pass like records.models.Classification: each changed decision takes back what its
-old state held and adds what its new one holds, so any arrival order (an outcome before its
-pick, an earlier re-filed pick after a later one) ends with the rollups of in-order arrival.
-Nothing here is read at page time: the pages read the rollup rows through records.metrics.reader.
+hourly ones (with the pass's own statement). The state is merged set-based per pass like
+records.models.Classification: each changed decision takes back what its old state held and adds
+what its new one holds, so any arrival order (an outcome before its pick, an earlier re-filed pick
+after a later one) ends with the rollups of in-order arrival. Nothing here is read at page time: the
+pages read the rollup rows through records.metrics.reader.
 
 Definitions, where the metrics leave a choice open:
 
@@ -34,11 +34,11 @@ Definitions, where the metrics leave a choice open:
 - Per-tool errors and latency come from turns (a turn's executionError and durationMs, for each
   tool it called): model calls name no tool, and outcomes carry neither.
 
-Rows (records.contract.rollup_keys), in the bucket of their record, or for a decision of its pick. Only the
-SELECTION_LINK rows (the alertable metrics) are kept per minute; the others, page-only and many
-(a row per tool), per hour and day: the tools pages read hours where the other pages read
-minutes. Per minute they were three quarters of all rollup rows and cut the catch-up's rate by
-two thirds.
+Rows (records.contract.rollup_keys), in the bucket of their record, or for a decision of its pick.
+Only the SELECTION_LINK rows (the alertable metrics) are kept per minute; the others, page-only and
+many (a row per tool), per hour and day: the tools pages read hours where the other pages read
+minutes. Per minute they were three quarters of all rollup rows and cut the catch-up's rate by two
+thirds.
 
 - TOOL, one per tool a pick names, under its classifier model and agent, key (tool, role,
   ranked, reason): role `served` or `narrowed_out` (an offered tool), `door` (served, not
@@ -170,7 +170,9 @@ def _key(kind: str, *values) -> str:
     key = _KEYS.get((kind, *values))
     if key is None:
         names = rollup_keys.KEY_FIELDS[kind]
-        key = _KEYS[(kind, *values)] = rollup_keys.encode(kind, dict(zip(names, values, strict=True)))
+        key = _KEYS[(kind, *values)] = rollup_keys.encode(
+            kind, dict(zip(names, values, strict=True))
+        )
         if len(_KEYS) > 100_000:  # tool names are unbounded: keep the cache so
             _KEYS.clear()
     return key
@@ -371,7 +373,8 @@ def _fold_decisions(batch, hourly, sides: dict) -> None:
 
 
 class HourlyCells:
-    """The hourly cells in the shape records.catchup.upserts.merge_rollups writes: hours and days."""
+    """The hourly cells in the shape records.catchup.upserts.merge_rollups writes: hours and
+    days."""
 
     def __init__(self, cells: dict) -> None:
         self.cells = cells

@@ -382,9 +382,10 @@ def merge_runs(batch: Batch) -> None:
                 ends.append((project, agent, now_agent, folded, last_ts,
                              max(last_ts, delta.last_ts)))  # fmt: skip
             cursor.executemany(
-                f"UPDATE {RUN_TABLE} AS r SET {_RUN_SET} FROM (SELECT %s AS project_id, %s AS run_id, "
-                "%s AS n, %s AS first_ts, %s AS last_ts, %s AS agent, %s AS kinds, %s AS models, "
-                "%s AS swap, %s AS fallback, %s AS error, %s AS contract_break, %s AS violation) "
+                f"UPDATE {RUN_TABLE} AS r SET {_RUN_SET} FROM (SELECT %s AS project_id, "
+                "%s AS run_id, %s AS n, %s AS first_ts, %s AS last_ts, %s AS agent, %s AS kinds, "
+                "%s AS models, %s AS swap, %s AS fallback, %s AS error, %s AS contract_break, "
+                "%s AS violation) "
                 "AS v WHERE r.project_id = v.project_id AND r.run_id = v.run_id",
                 [(*row[:3], db_time(row[3]), db_time(row[4]), *row[5:]) for row in rows],
             )

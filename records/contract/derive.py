@@ -2,9 +2,9 @@
 
 What each field means: docs/architecture.md, "Derived fields".
 
-Pure functions over the Structs of `records.contract.schema`: no database, no settings. Each returns the
-facet columns the store indexes (the model a metric groups by, iteration, latency,
-skip reason, outcome, the `has` flags) and the `derived` object stored beside the data.
+Pure functions over the Structs of `records.contract.schema`: no database, no settings. Each returns
+the facet columns the store indexes (the model a metric groups by, iteration, latency, skip reason,
+outcome, the `has` flags) and the `derived` object stored beside the data.
 """
 
 from __future__ import annotations

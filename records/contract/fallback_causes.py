@@ -1,6 +1,6 @@
 """What moves a run to another model than configured, and why: one definition for the record
-flags set on ingest (records.contract.derive), the fallbacks page's counts (rollup rows) and its list of
-the runs that moved (run summaries).
+flags set on ingest (records.contract.derive), the fallbacks page's counts (rollup rows) and its
+list of the runs that moved (run summaries).
 
 The causes, in the order a call meets them:
 

@@ -1,9 +1,9 @@
 """Validate and normalise posted records: raw JSON values in, rows for the store out.
 
 `normalise()` is the one place where a record is judged. It validates the envelope and the kind's
-payload against `records.contract.schema`, applies the rules a type cannot express (timestamps not in the
-future, `data` size, known notice details), computes the derived fields, and names every problem
-by its field path (`data.ranked[2].score`) in words an agent developer can act on.
+payload against `records.contract.schema`, applies the rules a type cannot express (timestamps not
+in the future, `data` size, known notice details), computes the derived fields, and names every
+problem by its field path (`data.ranked[2].score`) in words an agent developer can act on.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Kind names and the rollup key codec: declared once, used by derive and by every reader.
 
-A rollup row is split within its kind by `key` (records.models.Rollup): the skip reason of a
-pick, the selected and previous model of a selection, and so on. Each kind declares the fields
-of its key here, once; `encode` builds a key on ingest (records.contract.derive) and `decode` reads it
-back in the metrics, the pages and the alert engine, so that none of them parses keys its own way.
+A rollup row is split within its kind by `key` (records.models.Rollup): the skip reason of a pick,
+the selected and previous model of a selection, and so on. Each kind declares the fields of its key
+here, once; `encode` builds a key on ingest (records.contract.derive) and `decode` reads it back in
+the metrics, the pages and the alert engine, so that none of them parses keys its own way.
 
 Besides the record kinds, the catch-up pass writes rows of *derived* kinds, which
 are not records and never count as records:
@@ -13,9 +13,10 @@ are not records and never count as records:
 - `VIOLATION`: one per broken contract of a record, in the record's bucket and
   under its model, keyed by the record's kind and the violation code; code "" counts each
   violating record once, whatever its number of codes;
-- the tool kinds of records.catchup.tool_funnel (TOOL, TOOL_CALL, TOOL_LINK, SELECTION_LINK, NARROWING): per
-  tool, what picks offered, ranked, served and narrowed out, what turns called, and what each
-  pick's iteration then called (see records.catchup.tool_funnel for their exact definitions).
+- the tool kinds of records.catchup.tool_funnel (TOOL, TOOL_CALL, TOOL_LINK, SELECTION_LINK,
+  NARROWING): per tool, what picks offered, ranked, served and narrowed out, what turns called, and
+  what each pick's iteration then called (see records.catchup.tool_funnel for their exact
+  definitions).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ RECORD_KINDS = (
 
 CLASSIFICATION = "derived.classification"
 VIOLATION = "derived.violation"
-# records.catchup.tool_funnel: per-record tool rows (TOOL, TOOL_CALL) and rows of a pick joined with the
-# outcome of its iteration (TOOL_LINK, SELECTION_LINK, NARROWING), which move when either side
+# records.catchup.tool_funnel: per-record tool rows (TOOL, TOOL_CALL) and rows of a pick joined with
+# the outcome of its iteration (TOOL_LINK, SELECTION_LINK, NARROWING), which move when either side
 # (or an earlier duplicate) arrives, like CLASSIFICATION.
 TOOL = "derived.tool"
 TOOL_CALL = "derived.tool_call"
@@ -52,8 +53,8 @@ NARROWING = "derived.narrowing"
 TOOL_KINDS = (TOOL, TOOL_CALL, TOOL_LINK, SELECTION_LINK, NARROWING)
 # The latencies of both pick kinds, whatever their skip reason, one row per (bucket, agent,
 # classifier model) with key "": every reader of pick latencies merges over kind and skip reason
-# (the classifier_latency metrics, the overview, the classifiers page), so the catch-up merges
-# them once as it writes instead of each read merging a sketch per pick row (records.catchup.passes).
+# (the classifier_latency metrics, the overview, the classifiers page), so the catch-up merges them
+# once as it writes instead of each read merging a sketch per pick row (records.catchup.passes).
 PICK_LATENCY = "derived.pick_latency"
 # Each run the catch-up folded records of, counted once in the bucket of its last record
 # (Run.last_ts), by the run's agent, model and key "": the overview's active runs of a period
@@ -83,7 +84,8 @@ KEY_FIELDS: dict[str, tuple[str, ...]] = {
     MODEL_CALL: ("provider",),
     CLASSIFICATION: ("fell_back",),  # "1" | "0"; the row's model is the seat model
     VIOLATION: ("kind", "code"),
-    TOOL: ("tool", "role", "ranked", "reason"),  # records.catchup.tool_funnel: role, ranked top|1|0, reason
+    # records.catchup.tool_funnel: role, ranked top|1|0, reason
+    TOOL: ("tool", "role", "ranked", "reason"),
     TOOL_CALL: ("tool", "invented", "error"),  # "1" | "0" each
     TOOL_LINK: ("tool", "stage"),  # records.catchup.tool_funnel.LINK_STAGES
     SELECTION_LINK: ("agreement", "chosen_called", "bin"),  # bin: "0".."9" of confidence

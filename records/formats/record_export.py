@@ -3,10 +3,10 @@ functions.
 
 `export_rows()` reads records from a server-side cursor (PostgreSQL: a named cursor, fetched
 `chunk_size` rows at a time) in (ts, id) order, with `data` and `derived` as JSON text so that
-nothing decodes and re-encodes them; the writers turn those rows into byte chunks, a batch of
-rows at a time, so memory stays flat however many rows there are. The API streams the chunks
-(api.export_endpoints); a worker job reads keyset pages instead (`export_rows_paged`) and writes them to a
-file (workers.export_jobs).
+nothing decodes and re-encodes them; the writers turn those rows into byte chunks, a batch of rows
+at a time, so memory stays flat however many rows there are. The API streams the chunks
+(api.export_endpoints); a worker job reads keyset pages instead (`export_rows_paged`) and writes
+them to a file (workers.export_jobs).
 
 - JSONL: one record a line, as the read API shows it: the envelope as posted, `data`, `derived`.
 - CSV: one column per envelope and facet field, plus `data` and `derived` as JSON. A cell that a

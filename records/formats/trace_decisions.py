@@ -60,7 +60,9 @@ def iterations(calls: Sequence[Call]) -> dict[tuple[str, str], int]:
     for run_calls in by_run.values():
         ordered = sorted(run_calls, key=lambda c: (c.start_ns, c.span_key[1]))
         for i, call in enumerate(ordered):
-            out[call.span_key] = call.explicit_iteration if call.explicit_iteration is not None else i
+            out[call.span_key] = (
+                call.explicit_iteration if call.explicit_iteration is not None else i
+            )
     return out
 
 
@@ -131,7 +133,10 @@ def fallbacks(run_calls: Sequence[Call]) -> list[Fallback]:
     for failed, following in zip(run_calls, run_calls[1:], strict=False):
         if not failed.failed:
             continue
-        before, after = failed.request_model or failed.model, following.request_model or following.model
+        before, after = (
+            failed.request_model or failed.model,
+            following.request_model or following.model,
+        )
         if before and after and base_model(before) != base_model(after):
             out.append(Fallback(failed, following, failure_cause(failed)))
     return out

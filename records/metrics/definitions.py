@@ -95,9 +95,10 @@ class Quantile:
 
 
 class Calibration:
-    """Expected calibration error over confidence bins (records.catchup.tool_funnel.SELECTION_LINK rows):
-    sum over bins of (decisions in the bin / decisions) * |observed agreement - mean
-    confidence|; `count` is the decisions behind it (those whose outcome gave firstAgrees)."""
+    """Expected calibration error over confidence bins
+    (records.catchup.tool_funnel.SELECTION_LINK rows): sum over bins of (decisions in the bin /
+    decisions) * |observed agreement - mean confidence|; `count` is the decisions behind it
+    (those whose outcome gave firstAgrees)."""
 
     is_rate = True  # a share in [0, 1]: alert rules read it as a rate (alerts.windows)
 
@@ -215,8 +216,8 @@ def _agreement(r: Row) -> list:
     return [({}, (r.count if agreement == "agree" else 0, r.count if agreement else 0))]
 
 
-# Selection accuracy without a judge (records.catchup.tool_funnel): SELECTION_LINK rows, one count per tool
-# decision (a pick joined with its iteration's outcome), under the classifier model.
+# Selection accuracy without a judge (records.catchup.tool_funnel): SELECTION_LINK rows, one count
+# per tool decision (a pick joined with its iteration's outcome), under the classifier model.
 def _selection_agreement(r: Row) -> list:
     agreement = _key(r)["agreement"]
     return [(_by_model(r), (r.count if agreement == "agree" else 0, r.count if agreement else 0))]
@@ -551,8 +552,8 @@ def streak_history(
     """Per model, for each hour from `start` (on the hour) to `end`: (the hour, the streak at
     its end, the highest the streak reached within it).
 
-    The streak at an hour is the fold of every segment up to it (records.contract.streak_segments): the day
-    segments before `start`'s day, then that day's hour segments onwards. Two queries.
+    The streak at an hour is the fold of every segment up to it (records.contract.streak_segments):
+    the day segments before `start`'s day, then that day's hour segments onwards. Two queries.
     """
     first_day = truncate(start, Grain.DAY)
     segments = StreakSegment.objects.filter(project_id=project_id)

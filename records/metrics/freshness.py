@@ -17,16 +17,15 @@ deletes once folded: one statement reads the lanes' watermark rows and, for each
 first batch above the watermark (an index probe), whatever the backlog of this project or
 another's.
 
-The operator (ops.state's Prometheus gauges, bench: `freshness`) is told of the installation:
-the catch-up (records.catchup.passes) folds records in id order in a few lanes of projects, each with a
-watermark, so its lag is its worst lane's. Everything there comes from indexed lookups that cost
-the same on ten records or ten million, with or without planner statistics: the lanes'
-watermark rows, the newest id (max over the primary key) and each lane's oldest pending record
-(its first id above the watermark, among a bounded window: LANE_WINDOW). Counting the pending
-records exactly would scan them, on every scrape, while the backlog is largest; so the count is
-the span of ids from the oldest pending record to the newest, an upper bound (ids used up by
-duplicate inserts and rolled-back batches count too), and marked as an estimate when it may be
-one.
+The operator (ops.state's Prometheus gauges, bench: `freshness`) is told of the installation: the
+catch-up (records.catchup.passes) folds records in id order in a few lanes of projects, each with a
+watermark, so its lag is its worst lane's. Everything there comes from indexed lookups that cost the
+same on ten records or ten million, with or without planner statistics: the lanes' watermark rows,
+the newest id (max over the primary key) and each lane's oldest pending record (its first id above
+the watermark, among a bounded window: LANE_WINDOW). Counting the pending records exactly would scan
+them, on every scrape, while the backlog is largest; so the count is the span of ids from the oldest
+pending record to the newest, an upper bound (ids used up by duplicate inserts and rolled-back
+batches count too), and marked as an estimate when it may be one.
 """
 
 from __future__ import annotations

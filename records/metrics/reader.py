@@ -49,8 +49,8 @@ class Row:
     tokens_out: int
     # A parsed Sketch for the sketch kinds; {} (or a stored JSON dict, in tests) otherwise.
     sketch: Sketch | dict
-    # The summed latency_sum column, when read with `latency_sums` (records.catchup.tool_funnel keeps the
-    # ranked tools' score sums there); 0.0 otherwise.
+    # The summed latency_sum column, when read with `latency_sums` (records.catchup.tool_funnel
+    # keeps the ranked tools' score sums there); 0.0 otherwise.
     latency_sum: float = 0.0
 
 
@@ -84,10 +84,11 @@ def read(
     summed over the columns not in `keep`; rows of `sketch_kinds` with their sketches.
 
     A sketch comes as its stored JSON ({bin: count}), which a page merges as is and parses once
-    per model and bucket; `parse_sketches` makes each a Sketch, for a reader that folds the
-    same rows many times (the alert engine: a thousand rules). Summed rows carry Sketches.
+    per model and bucket; `parse_sketches` makes each a Sketch, for a reader that folds the same
+    rows many times (the alert engine: a thousand rules). Summed rows carry Sketches.
     `latency_sums` adds the summed latency_sum column to the rows summed by the database;
-    `key_prefix` keeps the rows whose key starts so (one tool's rows: records.contract.rollup_keys.encode)."""
+    `key_prefix` keeps the rows whose key starts so (one tool's rows:
+    records.contract.rollup_keys.encode)."""
     first = truncate(start, grain)
     where, params = _where(project_id, grain, first, end, agents, key_prefix)
     kinds = tuple(kinds)

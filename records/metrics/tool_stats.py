@@ -1,8 +1,8 @@
 """The tool funnel, selection accuracy and the narrowing what-if, folded from rollup rows.
 
-Pure functions over records.metrics.reader.Row of the tool kinds that records.catchup.tool_funnel writes (see its
-docstring for what each row counts); the pages (dashboard.queries.tool_queries) read the rows and call
-these. Nothing here touches the database.
+Pure functions over records.metrics.reader.Row of the tool kinds that records.catchup.tool_funnel
+writes (see its docstring for what each row counts); the pages (dashboard.queries.tool_queries) read
+the rows and call these. Nothing here touches the database.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from records.contract.sketch import Sketch
 from records.metrics.definitions import METRICS, Calibration, Rate
 from records.metrics.reader import Row, merge_into
 
-# The funnel from offered to called, in order (records.catchup.tool_funnel: `called` here is a decision's
-# call of a tool its pick offered, served or narrowed out).
+# The funnel from offered to called, in order (records.catchup.tool_funnel: `called` here is a
+# decision's call of a tool its pick offered, served or narrowed out).
 FUNNEL = ("offered", "ranked", "served", "chosen", "called")
 _LINK_STAGES = frozenset(
     {"called_served", "called_narrowed_out", "called_not_offered", "missed", "chosen_called"}
@@ -45,9 +45,9 @@ class ToolStats:
     called_not_offered: int = 0
     missed: int = 0
     chosen_called: int = 0
-    # Offered to, and called by, model calls read from traces (records.catchup.tool_funnel: call_offered,
-    # call_called): decisions with no classifier, whose ranked, served and chosen stages are
-    # not reported.
+    # Offered to, and called by, model calls read from traces (records.catchup.tool_funnel:
+    # call_offered, call_called): decisions with no classifier, whose ranked, served and chosen
+    # stages are not reported.
     call_offered: int = 0
     call_called: int = 0
     calls: int = 0  # turn calls
@@ -187,8 +187,8 @@ def _rates(name: str, rows: Iterable[Row], by: Callable[[Row], str], bucketed: b
 def rate_series(
     name: str, rows: Iterable[Row], by: Callable[[Row], str]
 ) -> dict[str, list[tuple[datetime, float | None, int]]]:
-    """A Rate metric of records.metrics.definitions (selection_agreement, chosen_called_rate) per group
-    (`by` a row) and bucket: {group: [(bucket, value, count)]} in time order."""
+    """A Rate metric of records.metrics.definitions (selection_agreement, chosen_called_rate) per
+    group (`by` a row) and bucket: {group: [(bucket, value, count)]} in time order."""
     cells = _rates(name, rows, by, bucketed=True)
     return {
         group: [(t, *by_t[t].result()) for t in sorted(by_t)]
@@ -229,9 +229,10 @@ class WhatIf:
 
 
 def whatif(rows: Iterable[Row]) -> WhatIf:
-    """The what-if of NARROWING rows (any grouping summed; records.catchup.tool_funnel): a decision offered
-    m tools, ranked r of them, needs the top n and was served d doors; at top-N below m it
-    misses when n > N and serves min(N, r) + d, from m on it misses nothing and serves m + d."""
+    """The what-if of NARROWING rows (any grouping summed; records.catchup.tool_funnel): a
+    decision offered m tools, ranked r of them, needs the top n and was served d doors; at top-N
+    below m it misses when n > N and serves min(N, r) + d, from m on it misses nothing and serves
+    m + d."""
     needs: dict[tuple[int, int], int] = defaultdict(int)
     ranks: dict[tuple[int, int], int] = defaultdict(int)
     doors = 0

@@ -56,11 +56,11 @@ class Record(models.Model):
     The facet columns are what filters, metrics and pages query; `data` is kept exactly as posted
     (unknown fields included) and `derived` holds the per-kind derived fields.
 
-    On PostgreSQL the table is partitioned by day of `ts` (records.store.partitions, migration 0009):
-    its real primary key is (id, ts), `id` is still unique (one sequence) and what Django
-    addresses a record by, and `record_key_unique` below exists on SQLite only: a partitioned
-    table cannot hold a unique index without the partition key, so RecordKey holds the
-    (project, record_key) uniqueness there.
+    On PostgreSQL the table is partitioned by day of `ts` (records.store.partitions, migration
+    0009): its real primary key is (id, ts), `id` is still unique (one sequence) and what Django
+    addresses a record by, and `record_key_unique` below exists on SQLite only: a partitioned table
+    cannot hold a unique index without the partition key, so RecordKey holds the (project,
+    record_key) uniqueness there.
     """
 
     # No index of its own: record_ts (project, ts) and the others lead with the project, and

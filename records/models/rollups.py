@@ -29,8 +29,9 @@ class Watermark(models.Model):
     name = models.CharField(max_length=50, unique=True)
     last_id = models.BigIntegerField(default=0)
     last_pass_at = models.DateTimeField(null=True, blank=True)
-    # When the lane's last pass that folded records began (records.catchup.passes.PASS_SPACING_SECONDS);
-    # last_pass_at moves with every pass, an empty one too (the catch-up's liveness).
+    # When the lane's last pass that folded records began
+    # (records.catchup.passes.PASS_SPACING_SECONDS); last_pass_at moves with every pass, an empty
+    # one too (the catch-up's liveness).
     last_fold_at = models.DateTimeField(null=True, blank=True)
 
     objects = WatermarkQuerySet.as_manager()
@@ -81,8 +82,8 @@ def catch_up_project() -> models.ForeignKey:
 class Rollup(models.Model):
     """Counts, token sums and a latency sketch of one kind's records in one time bucket.
 
-    One row per (project, grain, bucket, kind, agent, model, key): `model` is the model the
-    metric groups by (records.contract.derive) and `key` what the kind is split by within it. Metrics are
+    One row per (project, grain, bucket, kind, agent, model, key): `model` is the model the metric
+    groups by (records.contract.derive) and `key` what the kind is split by within it. Metrics are
     computed from these rows only (records.metrics.definitions), never from raw records.
     """
 
@@ -164,10 +165,10 @@ class ToolDecision(models.Model):
     """One tool decision (run_id, iteration) as the catch-up pass has seen it so far: the pick
     that counts for it and the outcome that counts for it (records.catchup.tool_funnel).
 
-    Each side is the earliest of its kind by (ts, record key), whichever arrived first, and is
-    kept as the compact JSON records.catchup.tool_funnel needs (`pick`, `outcome`: "" until one arrives). The
-    TOOL_LINK, SELECTION_LINK and NARROWING rollups hold exactly the contribution of the decisions
-    whose two sides are both here, so a change of either side moves that contribution.
+    Each side is the earliest of its kind by (ts, record key), whichever arrived first, and is kept
+    as the compact JSON records.catchup.tool_funnel needs (`pick`, `outcome`: "" until one arrives).
+    The TOOL_LINK, SELECTION_LINK and NARROWING rollups hold exactly the contribution of the
+    decisions whose two sides are both here, so a change of either side moves that contribution.
     """
 
     project = catch_up_project()
@@ -188,9 +189,10 @@ class ToolDecision(models.Model):
 
 
 class ToolMiss(models.Model):
-    """How many of a run's tool decisions missed `tool` (records.catchup.tool_funnel: called or wanted, offered
-    and not served), kept by the catch-up pass with the TOOL_LINK rows, so that a tool's page
-    lists the runs where it was missed without reading a record. A row at zero is deleted."""
+    """How many of a run's tool decisions missed `tool` (records.catchup.tool_funnel: called or
+    wanted, offered and not served), kept by the catch-up pass with the TOOL_LINK rows, so that a
+    tool's page lists the runs where it was missed without reading a record. A row at zero is
+    deleted."""
 
     project = catch_up_project()
     tool = models.CharField(max_length=200)
@@ -228,7 +230,8 @@ class Streak(models.Model):
 
 
 class StreakSegment(models.Model):
-    """records.contract.streak_segments.Segment of one model's verdicts in one minute, hour or day."""
+    """records.contract.streak_segments.Segment of one model's verdicts in one minute, hour or
+    day."""
 
     project = catch_up_project()
     model = models.CharField(max_length=200)

@@ -9,7 +9,8 @@ Single-key locks (one bigint), except PASS_WAITER_LOCK_CLASS, the class of the t
 # Ingest transactions hold it shared; the catch-up takes it exclusively for the instant it reads
 # max(id) (records.store.writer, records.catchup.passes._safe_high_water).
 INGEST_LOCK_KEY = 0x44420001
-# Creators of partitions queue on it instead of racing to CREATE one name (records.store.partitions).
+# Creators of partitions queue on it instead of racing to CREATE one name
+# (records.store.partitions).
 PARTITION_LOCK_KEY = 0x44420002
 # Serialises changes of the catch-up lane count (records.catchup.passes._switch_lanes).
 LANE_SWITCH_LOCK_KEY = 0x44420003

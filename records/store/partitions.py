@@ -42,7 +42,8 @@ DAY_PREFIX = "records_record_p"
 EXPIRED_PREFIX = "records_record_expired_"
 # Batched deletes (records.store.retention.delete_in_batches: the default partition's, the rollups')
 # go this many rows a statement (a project's own retention: records.store.retention.PROJECT_BATCH),
-# so that no single statement holds locks (or builds WAL) for long. An expired day's keys go in one (KEY_DELETE).
+# so that no single statement holds locks (or builds WAL) for long. An expired day's keys go in one
+# (KEY_DELETE).
 BATCH = 50_000
 
 # The trigger that keeps RecordKey in step with deletes (installed by migration 0009).
@@ -93,8 +94,8 @@ def existing_days() -> set[date]:
     }
 
 
-# No column statistics on the JSON bodies: no plan filters on them, and collecting them was
-# half the time of an ANALYZE of a partition (records.catchup.housekeeping.analyze_if_grown). Set on the
+# No column statistics on the JSON bodies: no plan filters on them, and collecting them was half the
+# time of an ANALYZE of a partition (records.catchup.housekeeping.analyze_if_grown). Set on the
 # parent by migration 0013 (which reaches the partitions then there) and on every new one.
 NO_STATISTICS = "ALTER COLUMN data SET STATISTICS 0, ALTER COLUMN derived SET STATISTICS 0"
 

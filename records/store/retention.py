@@ -6,24 +6,24 @@ Rollups, runs and streak segments are kept DECISIONBOARD_ROLLUP_RETENTION_DAYS (
 charts and the runs list reach further back than the records behind them.
 
 `expire` runs hourly (workers.schedule). On PostgreSQL a day past retention is a whole partition
-DETACHed and DROPped (records.store.partitions), never a DELETE of its rows; the partitions are dropped
-at the longest retention of any project, and a project whose own retention is shorter has its
-older rows deleted in batches (a partition holds every project's records of its day, so it cannot
-be dropped for one). On SQLite the records table is a plain table and every expiry is batched
+DETACHed and DROPped (records.store.partitions), never a DELETE of its rows; the partitions are
+dropped at the longest retention of any project, and a project whose own retention is shorter has
+its older rows deleted in batches (a partition holds every project's records of its day, so it
+cannot be dropped for one). On SQLite the records table is a plain table and every expiry is batched
 deletes. Either way no record above the catch-up watermark is expired: its rollups come first.
 
 The catch-up's state beside the rollups is keyed by run, and expires with what it is for:
 
-- Classification and ToolDecision rows (records.catchup.passes, records.catchup.tool_funnel) are a run's pending
-  joins: the attempts of a tool call, the pick and outcome of an iteration, kept so that the
-  next record of the same call or iteration moves the rollups it counted in. They go once the
-  whole run is past the project's raw retention (its Run.last_ts, the latest record folded in,
-  before the horizon), which is when the run's last records go; not while the project has a
-  record before the horizon that the catch-up has not folded in (it may belong to such a run),
-  the rule the records' own expiry keeps. Checked for the runs whose last_ts crossed the
-  horizon since the previous expiry and the runs of records folded in since then with a `ts`
-  before the horizon (late ones), before those records are expired (a Watermark row per
-  project, SIDE_MARK): the cost follows the runs expiring, not the runs kept.
+- Classification and ToolDecision rows (records.catchup.passes, records.catchup.tool_funnel) are a
+  run's pending joins: the attempts of a tool call, the pick and outcome of an iteration, kept so
+  that the next record of the same call or iteration moves the rollups it counted in. They go once
+  the whole run is past the project's raw retention (its Run.last_ts, the latest record folded in,
+  before the horizon), which is when the run's last records go; not while the project has a record
+  before the horizon that the catch-up has not folded in (it may belong to such a run), the rule the
+  records' own expiry keeps. Checked for the runs whose last_ts crossed the horizon since the
+  previous expiry and the runs of records folded in since then with a `ts` before the horizon (late
+  ones), before those records are expired (a Watermark row per project, SIDE_MARK): the cost follows
+  the runs expiring, not the runs kept.
 - ToolMiss rows count a run's missed tools for the tools pages, which list runs: they go with
   the run (Run is kept DECISIONBOARD_ROLLUP_RETENTION_DAYS), and so do whatever Classification
   and ToolDecision rows a run still has then (none, unless the rule above was kept from running

@@ -84,16 +84,16 @@ WITH new_keys AS (
     FROM ingest_stage WHERE record_key IN (SELECT record_key FROM new_keys)
     RETURNING id, kind, run_id, ts, agent, session_id, parent_run_id
 ), batch AS (
-    -- What the project's freshness reads (records.metrics.freshness): a row of its own, inserted, so
-    -- that concurrent batches of one project never queue on a shared one.
+    -- What the project's freshness reads (records.metrics.freshness): a row of its own,
+    -- inserted, so that concurrent batches of one project never queue on a shared one.
     INSERT INTO {BATCH_TABLE} (project_id, last_id, received_at)
     SELECT %(project)s, max(id), %(now)s FROM ins HAVING count(*) > 0
 ), runs AS (
     -- New runs only: widening a run's time range and counting its records is the catch-up
-    -- pass's job (records.catchup.passes). Runs already committed are left out before the INSERT: ON
-    -- CONFLICT alone would check each against the unique index, and that check waits for a
-    -- pass that has updated the run and not yet committed (a batch of a busy run then took
-    -- as long as the rest of the pass). A plain read of the committed row never waits.
+    -- pass's job (records.catchup.passes). Runs already committed are left out before the
+    -- INSERT: ON CONFLICT alone would check each against the unique index, and that check waits
+    -- for a pass that has updated the run and not yet committed (a batch of a busy run then
+    -- took as long as the rest of the pass). A plain read of the committed row never waits.
     INSERT INTO {RUN_TABLE}
         (project_id, run_id, parent_run_id, agent, session_id, first_ts, last_ts,
          record_count, created_at, {_RUN_SUMMARY_COLUMNS})
