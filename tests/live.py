@@ -162,11 +162,11 @@ class PrivateCluster:
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
                   "-A", "trust", "-E", "UTF8", "--no-sync")  # fmt: skip
 
-    def start(self) -> None:
+    def start(self, *settings: str) -> None:
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.root}"
             " -c shared_buffers=32MB -c max_connections=40"
-        )
+        ) + "".join(f" -c {setting}" for setting in settings)
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"),
                   "-o", options, "-w", "-t", "60", "start")  # fmt: skip
 
@@ -183,9 +183,25 @@ class PrivateCluster:
     def url(self, database: str) -> str:
         return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
 
+    def standby(self, root: Path, port: int) -> PrivateCluster:
+        """A streaming standby of this (running) cluster in `root`, on `port`: pg_basebackup -R
+        writes the replication settings; not started."""
+        standby = PrivateCluster(self.bin, root, port)
+        self._run(str(self.bin / "pg_basebackup"), "-D", str(standby.data), "-h", "127.0.0.1",
+                  "-p", str(self.port), "-U", "postgres", "-R", "-X", "stream", "--checkpoint=fast", "--no-sync")  # fmt: skip
+        return standby
+
+    def log_text(self) -> str:
+        return (self.root / "log").read_text(errors="replace")
+
+    def execute(self, database: str, sql: str) -> list[tuple]:
+        with psycopg.connect(self.url(database), autocommit=True) as conn:
+            cursor = conn.execute(sql)
+            return cursor.fetchall() if cursor.description else []
+
 
 @contextmanager
-def private_cluster() -> Iterator[PrivateCluster]:
+def private_cluster(*settings: str) -> Iterator[PrivateCluster]:
     from tests.conftest import need_service
 
     bin_dir = _postgres_bin()
@@ -194,7 +210,7 @@ def private_cluster() -> Iterator[PrivateCluster]:
     cluster = PrivateCluster(bin_dir, root, processes.free_port())
     try:
         cluster.init()
-        cluster.start()
+        cluster.start(*settings)
         with psycopg.connect(cluster.url("postgres"), autocommit=True) as conn:
             conn.execute("CREATE DATABASE decisionboard")
         yield cluster
