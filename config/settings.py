@@ -122,6 +122,21 @@ POSTGRES_CONNECT_TIMEOUT = 5
 # jit_above_cost, ...) are left as they are: the operator's choice wins.
 POSTGRES_STARTUP_OPTIONS = "-c jit=off"
 
+# DATABASE_POOLER=transaction: DATABASE_URL points at a pooler in transaction mode (PgBouncer's
+# pool_mode = transaction), so consecutive transactions of one connection may run on different
+# server sessions. The product keeps no session state (its advisory locks are transactions',
+# records.store.locks; its settings SET LOCAL; its server-side cursors live inside a
+# transaction), so the only difference is here: PgBouncer refuses the `options` startup
+# parameter, so jit=off comes from the role instead (`manage.py migrate` runs
+# ALTER ROLE ... SET jit = off; `manage.py doctor` checks it).
+POOLERS = ("", "session", "transaction")
+DATABASE_POOLER = (env_str("DATABASE_POOLER", "") or "").strip().lower()
+if DATABASE_POOLER not in POOLERS:
+    raise ImproperlyConfigured(
+        f"DATABASE_POOLER={DATABASE_POOLER!r} is not one of: transaction, session (or unset)"
+    )
+
+
 def _sqlite_test_name(name: Path) -> str:
     # A file (not :memory:) so that the worker and web subprocesses of the integration tests
     # share it; one per test process so that runs don't collide.
@@ -139,7 +154,7 @@ def _postgres(url: str, name: str) -> dict:
         raise ImproperlyConfigured(f"{name} names {config['ENGINE']}, not PostgreSQL")
     options = config.setdefault("OPTIONS", {})
     options.setdefault("connect_timeout", POSTGRES_CONNECT_TIMEOUT)
-    if "jit" not in options.get("options", ""):
+    if "jit" not in options.get("options", "") and DATABASE_POOLER != "transaction":
         options["options"] = f"{options.get('options', '')} {POSTGRES_STARTUP_OPTIONS}".strip()
     return config
 

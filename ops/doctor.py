@@ -28,7 +28,11 @@ from django.utils import timezone
 
 from config.outage import DATABASE_UNAVAILABLE
 from ops import probes
-from workers.heartbeat import STALE_AFTER, QueueStatus, queue_status
+from workers.heartbeat import (
+    STALE_AFTER,
+    QueueStatus,
+    queue_status,
+)
 from workers.queues import Queue
 
 OTLP_GRPC_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -358,6 +362,28 @@ def queues(statuses: Iterable[QueueStatus], now: datetime) -> list[Finding]:
     return found
 
 
+def database_settings(pooler: str) -> list[Finding]:
+    """Behind a transaction pooler jit=off is the role's default, not a startup option
+    (config.settings.DATABASE_POOLER): is it?"""
+    if pooler != "transaction" or connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        jit = cursor.fetchone()[0]
+    if jit == "off":
+        return [Finding("database", True, "behind a transaction pooler; jit is off")]
+    return [
+        Finding(
+            "database",
+            False,
+            f"behind a transaction pooler, jit is {jit}",
+            "run: python manage.py migrate (it sets the role's jit = off), or "
+            "ALTER ROLE <user> SET jit = off",
+            note=True,
+        )
+    ]
+
+
 # How long the lanes check waits for the workers' replies to each broadcast (two of them).
 INSPECT_TIMEOUT = 1.0
 
@@ -554,6 +580,7 @@ def examine(now: datetime | None = None) -> list[Finding]:
             else Finding("migrations", True, "all applied")
         )
         found += queues(queue_status(now), now)
+        found += database_settings(settings.DATABASE_POOLER)
         configured = settings.DECISIONBOARD["CATCHUP_LANES"]
         asked = configured > 1 and broker.ok  # one lane runs on any worker
         found += lanes(configured, default_queue_slots() if asked else None)

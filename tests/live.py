@@ -201,6 +201,50 @@ class PrivateCluster:
 
 
 @contextmanager
+def pgbouncer(cluster: PrivateCluster, database: str, *, pool_size: int = 6) -> Iterator[str]:
+    """Debian's PgBouncer in transaction mode in front of `cluster`'s `database`, on a free
+    port, for the block; yields its DATABASE_URL. A pool smaller than the clients, so that
+    their transactions share server sessions."""
+    from tests.conftest import need_service
+
+    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    need_service(os.path.exists(binary), "PgBouncer (apt-get install pgbouncer)")
+    root = Path(tempfile.mkdtemp(prefix="decisionboard-pgbouncer-"))
+    port = processes.free_port()
+    (root / "users.txt").write_text('"postgres" ""\n')
+    (root / "pgbouncer.ini").write_text(
+        f"[databases]\n{database} = host=127.0.0.1 port={cluster.port} dbname={database}\n"
+        f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\n"
+        f"unix_socket_dir =\nauth_type = trust\nauth_file = {root / 'users.txt'}\n"
+        f"pool_mode = transaction\ndefault_pool_size = {pool_size}\nmax_client_conn = 200\n"
+        f"logfile = {root / 'pgbouncer.log'}\npidfile = {root / 'pgbouncer.pid'}\n"
+    )
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # PgBouncer refuses to run as root
+        owner = pwd.getpwnam("postgres")
+        for path in (root, *root.iterdir()):
+            os.chown(path, owner.pw_uid, owner.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    try:
+        with processes.running([*as_user, binary, str(root / "pgbouncer.ini")], env=dict(os.environ),
+                               log=root / "stdout.log"):  # fmt: skip
+            url = f"postgres://postgres@127.0.0.1:{port}/{database}"
+            wait_until(lambda: _connects(url), 20, "pgbouncer")
+            yield url
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _connects(url: str) -> bool:
+    try:
+        with psycopg.connect(url, connect_timeout=2) as conn:
+            conn.execute("SELECT 1")
+        return True
+    except psycopg.OperationalError:
+        return False
+
+
+@contextmanager
 def private_cluster(*settings: str) -> Iterator[PrivateCluster]:
     from tests.conftest import need_service
 
