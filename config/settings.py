@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 from pathlib import Path
 
 import dj_database_url
@@ -20,6 +21,8 @@ from workers.schedule import beat_schedule
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("DECISIONBOARD_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+# This machine's name among several that share the database and Redis (DECISIONBOARD["HOSTNAME"]).
+NAMED_HOST = env_str("DECISIONBOARD_HOSTNAME")
 
 DEBUG = env_bool("DEBUG", False)
 
@@ -156,6 +159,8 @@ def _postgres(url: str, name: str) -> dict:
     options.setdefault("connect_timeout", POSTGRES_CONNECT_TIMEOUT)
     if "jit" not in options.get("options", "") and DATABASE_POOLER != "transaction":
         options["options"] = f"{options.get('options', '')} {POSTGRES_STARTUP_OPTIONS}".strip()
+    if NAMED_HOST:  # pg_stat_activity names the host of each session
+        options.setdefault("application_name", f"decisionboard@{NAMED_HOST}")
     return config
 
 
@@ -360,6 +365,9 @@ DECISIONBOARD = {
     # A replica (DATABASE_REPLICA_URL) further behind the primary than this is not read: the
     # reads go to the primary until it catches up (config.replicas).
     "REPLICA_MAX_LAG_SECONDS": env_int("DECISIONBOARD_REPLICA_MAX_LAG_SECONDS", 30, minimum=0),
+    # The name of this machine in heartbeats, /metrics and `manage.py doctor` (several hosts
+    # sharing one database and Redis); the system's host name when unset.
+    "HOSTNAME": NAMED_HOST or socket.gethostname(),
 }
 if DECISIONBOARD["ROLLUP_RETENTION_DAYS"] < DECISIONBOARD["RETENTION_DAYS"]:
     raise ImproperlyConfigured(

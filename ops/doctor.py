@@ -30,7 +30,9 @@ from config.outage import DATABASE_UNAVAILABLE
 from ops import probes
 from workers.heartbeat import (
     STALE_AFTER,
+    HostWorker,
     QueueStatus,
+    host_workers,
     queue_status,
 )
 from workers.queues import Queue
@@ -362,6 +364,36 @@ def queues(statuses: Iterable[QueueStatus], now: datetime) -> list[Finding]:
     return found
 
 
+def hosts(workers: Iterable[HostWorker], now: datetime) -> list[Finding]:
+    """Each host's workers (DECISIONBOARD_HOSTNAME), named, and those gone silent: a host that
+    died hands its lanes to the others' workers, but its queues may then be short of slots."""
+    found = []
+    by_host: dict[str, list[HostWorker]] = {}
+    for worker in workers:
+        by_host.setdefault(worker.host, []).append(worker)
+    for host, its in by_host.items():
+        alive = sorted({w.worker for w in its if not w.stale})
+        gone = sorted({w.worker for w in its if w.stale} - set(alive))
+        if alive:
+            queues_served = ", ".join(sorted({w.queue for w in its if not w.stale}))
+            found.append(
+                Finding("hosts", True, f"host {host}: {', '.join(alive)} ({queues_served})")
+            )
+        for worker in gone:
+            ago = int(min((now - w.last_seen).total_seconds() for w in its if w.worker == worker))
+            found.append(
+                Finding(
+                    "hosts",
+                    False,
+                    f"host {host}: worker {worker} silent for {ago} s",
+                    "restart it, or ignore it if the host was taken out of service (forgotten "
+                    "after a day)",
+                    note=True,
+                )
+            )
+    return found
+
+
 def database_settings(pooler: str) -> list[Finding]:
     """Behind a transaction pooler jit=off is the role's default, not a startup option
     (config.settings.DATABASE_POOLER): is it?"""
@@ -580,6 +612,7 @@ def examine(now: datetime | None = None) -> list[Finding]:
             else Finding("migrations", True, "all applied")
         )
         found += queues(queue_status(now), now)
+        found += hosts(host_workers(now), now)
         found += database_settings(settings.DATABASE_POOLER)
         configured = settings.DECISIONBOARD["CATCHUP_LANES"]
         asked = configured > 1 and broker.ok  # one lane runs on any worker

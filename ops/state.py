@@ -22,7 +22,7 @@ from alerts.models import DeliveryAttempt, Notification
 from config.outage import DATABASE_UNAVAILABLE
 from ops import broker
 from records.metrics.freshness import freshness
-from workers.heartbeat import queue_status
+from workers.heartbeat import host_workers, queue_status
 from workers.models import ExportJob
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,18 @@ def heartbeats() -> Iterator:
         age = (now - status.last_seen).total_seconds() if status.last_seen else math.inf
         ages.add_metric([status.queue], age)
     yield ages
+    # Each host's workers (DECISIONBOARD_HOSTNAME), whichever of them beat's heartbeats reach.
+    seen = GaugeMetricFamily(
+        "decisionboard_worker_seen_age_seconds",
+        "Seconds since the worker (a Celery node on a host) last said it consumes the queue; "
+        "over 60 means it is gone.",
+        labels=["host", "worker", "queue"],
+    )
+    for worker in host_workers(now):
+        seen.add_metric(
+            [worker.host, worker.worker, worker.queue], (now - worker.last_seen).total_seconds()
+        )
+    yield seen
 
 
 def exports() -> Iterator:
