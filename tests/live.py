@@ -188,7 +188,8 @@ class PrivateCluster:
         writes the replication settings; not started."""
         standby = PrivateCluster(self.bin, root, port)
         self._run(str(self.bin / "pg_basebackup"), "-D", str(standby.data), "-h", "127.0.0.1",
-                  "-p", str(self.port), "-U", "postgres", "-R", "-X", "stream", "--checkpoint=fast", "--no-sync")  # fmt: skip
+                  "-p", str(self.port), "-U", "postgres", "-R", "-X", "stream",
+                  "--checkpoint=fast", "--no-sync")  # fmt: skip
         return standby
 
     def log_text(self) -> str:
@@ -226,8 +227,8 @@ def pgbouncer(cluster: PrivateCluster, database: str, *, pool_size: int = 6) -> 
             os.chown(path, owner.pw_uid, owner.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
     try:
-        with processes.running([*as_user, binary, str(root / "pgbouncer.ini")], env=dict(os.environ),
-                               log=root / "stdout.log"):  # fmt: skip
+        command = [*as_user, binary, str(root / "pgbouncer.ini")]
+        with processes.running(command, env=dict(os.environ), log=root / "stdout.log"):
             url = f"postgres://postgres@127.0.0.1:{port}/{database}"
             wait_until(lambda: _connects(url), 20, "pgbouncer")
             yield url

@@ -104,9 +104,7 @@ def test_two_hosts_lose_nothing_when_one_is_killed_mid_pass(transactional_db, po
         hosts = {}
         for host in ("host-a", "host-b"):
             (tmp_path / host).mkdir()
-            hosts[host] = product_env(
-                url, tmp_path / host, DECISIONBOARD_HOSTNAME=host, **common
-            )
+            hosts[host] = product_env(url, tmp_path / host, DECISIONBOARD_HOSTNAME=host, **common)
         keys = dict(zip(PROJECTS, set_up(hosts["host-a"], list(PROJECTS)), strict=True))
         ports = {host: processes.free_port() for host in hosts}
         bases = [f"http://127.0.0.1:{ports[host]}" for host in hosts]
@@ -129,8 +127,9 @@ def test_two_hosts_lose_nothing_when_one_is_killed_mid_pass(transactional_db, po
                            60, "web")  # fmt: skip
             # Both hosts' workers say they are alive, under their host's name.
             wait_until(
-                lambda: len(_cluster_rows(url, "SELECT DISTINCT host FROM workers_workerhost"))
-                == 2,
+                lambda: (
+                    len(_cluster_rows(url, "SELECT DISTINCT host FROM workers_workerhost")) == 2
+                ),
                 60,
                 "both hosts' workers",
             )
@@ -161,8 +160,8 @@ def test_two_hosts_lose_nothing_when_one_is_killed_mid_pass(transactional_db, po
                 lambda: all(
                     at is not None and at > killed_at
                     for (at,) in _cluster_rows(
-                        url, "SELECT last_pass_at FROM records_watermark "
-                        "WHERE name LIKE 'rollups:%'",
+                        url,
+                        "SELECT last_pass_at FROM records_watermark WHERE name LIKE 'rollups:%'",
                     )
                 ),
                 BEAT_PERIOD + 10,
@@ -173,17 +172,15 @@ def test_two_hosts_lose_nothing_when_one_is_killed_mid_pass(transactional_db, po
             assert not client.failures, client.failures[:3]
 
             def folded() -> bool:
-                (newest,), = _cluster_rows(url, "SELECT coalesce(max(id), 0) FROM records_record")
-                (lowest,), = _cluster_rows(
+                ((newest,),) = _cluster_rows(url, "SELECT coalesce(max(id), 0) FROM records_record")
+                ((lowest,),) = _cluster_rows(
                     url, "SELECT min(last_id) FROM records_watermark WHERE name LIKE 'rollups:%'"
                 )
                 return lowest >= newest
 
             wait_until(folded, 120, "the catch-up to fold every record")
             time.sleep(0.5)
-            oracle_totals = {
-                name: _pick_error_rate(bases[0], keys[name]) for name in PROJECTS
-            }
+            oracle_totals = {name: _pick_error_rate(bases[0], keys[name]) for name in PROJECTS}
 
         stored = _cluster_rows(
             url,

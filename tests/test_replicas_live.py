@@ -96,9 +96,7 @@ def log_in(base: str) -> requests.Session:
 def replayed(primary: PrivateCluster, standby: PrivateCluster) -> bool:
     """Whether the standby has replayed everything the primary has written so far."""
     (position,) = primary.execute("postgres", "SELECT pg_current_wal_lsn()")[0]
-    return standby.execute(
-        "postgres", f"SELECT pg_last_wal_replay_lsn() >= '{position}'"
-    )[0][0]
+    return standby.execute("postgres", f"SELECT pg_last_wal_replay_lsn() >= '{position}'")[0][0]
 
 
 def metric(base: str, key: str, session=requests) -> dict:
@@ -170,7 +168,7 @@ def _check_the_replica(primary, standby, env, key, tmp_path):
         on_primary = primary.log_text()[primary_mark:]
         for table in ("records_rollup", "records_run", "records_record"):
             assert table in on_standby, table
-        assert "records_rollup" not in on_primary and "records_run\"" not in on_primary
+        assert "records_rollup" not in on_primary and 'records_run"' not in on_primary
 
         # A fresh commit replayed, then replay paused: the standby's delay starts now.
         primary.execute("decisionboard", "CREATE TABLE replay_probe (); DROP TABLE replay_probe")

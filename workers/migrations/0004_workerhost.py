@@ -2,7 +2,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("workers", "0003_heartbeat_worker_started"),
     ]
@@ -11,7 +10,12 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="WorkerHost",
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
                 ("host", models.CharField(max_length=200)),
                 ("worker", models.CharField(max_length=200)),
                 ("queue", models.CharField(max_length=100)),
@@ -20,7 +24,9 @@ class Migration(migrations.Migration):
             ],
             options={
                 "constraints": [
-                    models.UniqueConstraint(fields=("worker", "queue"), name="worker_host_worker_queue")
+                    models.UniqueConstraint(
+                        fields=("worker", "queue"), name="worker_host_worker_queue"
+                    )
                 ],
             },
         ),
