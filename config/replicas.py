@@ -113,6 +113,13 @@ def reading_replica(pinned: int = 0, *, alias: str | None = None) -> Iterator[st
         _reading.reset(token)
 
 
+@contextmanager
+def reading_primary() -> Iterator[None]:
+    """Every read in the block goes to the primary, even inside reading_replica()."""
+    with reading_replica(alias=DEFAULT_DB_ALIAS):
+        yield
+
+
 class ReadReplicaRouter:
     """Reads inside reading_replica() to its replica, except PRIMARY_ONLY_*; every write, and
     every migration, to the primary."""
@@ -176,7 +183,7 @@ class ReplicaReadMiddleware:
             ):
                 # The replica went away since its health was read (config.outage answered
                 # 503): a request that only reads is answered again from the primary.
-                with reading_replica(alias=DEFAULT_DB_ALIAS):
+                with reading_primary():
                     response = self.get_response(request)
             return response
         response = self.get_response(request)

@@ -111,6 +111,12 @@ def metric(base: str, key: str, session=requests) -> dict:
     return answer.json()
 
 
+def scrape(base: str) -> str:
+    answer = requests.get(f"{base}/metrics", headers={"Authorization": "Bearer scrape"}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.text
+
+
 def rule_names(base: str, key: str, session=requests) -> list[str]:
     answer = session.get(
         f"{base}/api/v1/alert-rules", headers={"Authorization": f"Bearer {key}"}, timeout=30
@@ -140,6 +146,7 @@ def _check_the_replica(primary, standby, env, key, tmp_path):
         DATABASE_REPLICA_URL=standby.url("decisionboard"),
         DECISIONBOARD_REPLICA_MAX_LAG_SECONDS=str(MAX_LAG),
         DECISIONBOARD_NUDGE_WORKERS="0",
+        DECISIONBOARD_METRICS_TOKEN="scrape",
     )
     port = processes.free_port()
     base = f"http://127.0.0.1:{port}"
@@ -168,6 +175,7 @@ def _check_the_replica(primary, standby, env, key, tmp_path):
         on_primary = primary.log_text()[primary_mark:]
         for table in ("records_rollup", "records_run", "records_record"):
             assert table in on_standby, table
+        assert 'decisionboard_replica_up{replica="replica1"} 1.0' in scrape(base)
         assert "records_rollup" not in on_primary and 'records_run"' not in on_primary
 
         # A fresh commit replayed, then replay paused: the standby's delay starts now.
@@ -208,6 +216,7 @@ def _check_the_replica(primary, standby, env, key, tmp_path):
         assert rule_names(base, key) == [RULE["name"]]
         assert "alerts_" in standby.log_text()[standby_mark:]
         standby.stop("fast")
+        assert 'decisionboard_replica_up{replica="replica1"} 0.0' in scrape(base)
         assert operator.get(f"{base}/", timeout=30).status_code == 200
         assert operator.get(f"{base}/runs/", timeout=30).status_code == 200
         assert sum(t["value"] for t in metric(base, key)["totals"]) == len(records)
