@@ -20,6 +20,7 @@ from pathlib import Path
 
 import requests
 
+from config.replicas import PIN_COOKIE
 from tests import rollup_data
 from tests.live import PrivateCluster, private_cluster, wait_until
 from workers import processes
@@ -155,7 +156,13 @@ def _check_the_replica(primary, standby, env, key, tmp_path):
         processes.web_command(f"127.0.0.1:{port}", 1), env=env, log=tmp_path / "web.log"
     ):
         wait_until(lambda: requests.get(f"{base}/accounts/login/", timeout=5).ok, 60, "web")
-        post_records(base, key, records)
+        post_records(base, key, records[1:])
+        ingested = requests.post(
+            f"{base}/api/v1/records", json={"records": records[:1]},
+            headers={"Authorization": f"Bearer {key}"}, timeout=60,
+        )  # fmt: skip
+        assert ingested.status_code == 200
+        assert PIN_COOKIE not in ingested.cookies  # ingest reads nothing back: no pin
         manage(env, "shell", "-c", "from records import catchup; catchup.catch_up()")
         operator = log_in(base)
         wait_until(lambda: replayed(primary, standby), 30, "the standby to replay")
@@ -189,6 +196,7 @@ def _check_the_replica(primary, standby, env, key, tmp_path):
             headers={"Authorization": f"Bearer {key}"}, timeout=30,
         )  # fmt: skip
         assert created.status_code == 201, created.text
+        assert PIN_COOKIE in created.cookies
         # One's own write is read back (pinned to the primary's position by a cookie)...
         assert rule_names(base, key, writer) == [RULE["name"]]
         # ... while a reader without the cookie still reads the paused standby.
