@@ -79,6 +79,9 @@ class ExportView(ReadView):
         fmt = parse_format(request.query_params.get("format"))
         filters = request_filters(request)
         queryset = filter_records(Record.objects.filter(project=project), filters)
+        # The database is chosen now (a replica, config.replicas): the body is streamed after
+        # the request's middleware has returned.
+        queryset = queryset.using(queryset.db)
         response = StreamingHttpResponse(
             _stream(fmt, queryset), content_type=FORMATS[fmt].content_type
         )
@@ -98,7 +101,7 @@ def _stream(fmt: str, queryset: QuerySet) -> Iterator[bytes]:
         return
     # Inside a transaction the named cursor is not WITH HOLD, which PostgreSQL would fill with
     # every row before the first fetch.
-    with transaction.atomic():
+    with transaction.atomic(using=queryset.db):
         yield from export_chunks(fmt, export_rows(queryset))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 from pathlib import Path
 
 import dj_database_url
@@ -20,6 +21,8 @@ from workers.schedule import beat_schedule
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("DECISIONBOARD_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+# This machine's name among several that share the database and Redis (DECISIONBOARD["HOSTNAME"]).
+NAMED_HOST = env_str("DECISIONBOARD_HOSTNAME")
 
 DEBUG = env_bool("DEBUG", False)
 
@@ -73,6 +76,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # With DATABASE_REPLICA_URL: the reads of a request that only reads go to a replica.
+    "config.replicas.ReplicaReadMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, so that it is the first to see a view's exception: 503 when the database is down.
@@ -120,11 +125,58 @@ POSTGRES_CONNECT_TIMEOUT = 5
 # operator's choice wins.
 POSTGRES_STARTUP_OPTIONS = "-c jit=off"
 
+# DATABASE_POOLER=transaction: DATABASE_URL points at a pooler in transaction mode (PgBouncer's
+# pool_mode = transaction), so consecutive transactions of one connection may run on different
+# server sessions. The product keeps no session state (its advisory locks are transactions',
+# records.store.locks; its settings SET LOCAL; its server-side cursors live inside a
+# transaction), so the only difference is here: PgBouncer refuses the `options` startup
+# parameter, so jit=off comes from the role instead (`manage.py migrate` runs
+# ALTER ROLE ... SET jit = off; `manage.py doctor` checks it).
+POOLERS = ("", "session", "transaction")
+DATABASE_POOLER = (env_str("DATABASE_POOLER", "") or "").strip().lower()
+if DATABASE_POOLER not in POOLERS:
+    raise ImproperlyConfigured(
+        f"DATABASE_POOLER={DATABASE_POOLER!r} is not one of: transaction, session (or unset)"
+    )
+
 
 def _sqlite_test_name(name: Path) -> str:
     # A file (not :memory:) so that the worker and web subprocesses of the integration tests
     # share it; one per test process so that runs don't collide.
     return str(name.with_name(f"test-{name.stem}-{os.getpid()}.sqlite3"))
+
+
+def _postgres(url: str, name: str) -> dict:
+    try:
+        # Persistent connections, each checked before its first use in a request (or task), so
+        # that a connection broken by a database restart is replaced instead of reused.
+        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    except Exception as exc:  # dj-database-url raises several types for a bad URL
+        raise ImproperlyConfigured(f"{name} is not a database URL: {exc}") from None
+    if config["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured(f"{name} names {config['ENGINE']}, not PostgreSQL")
+    options = config.setdefault("OPTIONS", {})
+    options.setdefault("connect_timeout", POSTGRES_CONNECT_TIMEOUT)
+    if "jit" not in options.get("options", "") and DATABASE_POOLER != "transaction":
+        options["options"] = f"{options.get('options', '')} {POSTGRES_STARTUP_OPTIONS}".strip()
+    if NAMED_HOST:  # pg_stat_activity names the host of each session
+        options.setdefault("application_name", f"decisionboard@{NAMED_HOST}")
+    return config
+
+
+def _replicas(primary: dict | None) -> dict:
+    """DATABASE_REPLICA_URL (comma-separated) as the aliases replica1, replica2, ... (see
+    config.replicas) of the `primary` (None: SQLite, which has none); the tests read them as
+    the primary (MIRROR), never making databases."""
+    urls = [u.strip() for u in (env_str("DATABASE_REPLICA_URL", "") or "").split(",") if u.strip()]
+    if urls and primary is None:
+        raise ImproperlyConfigured("DATABASE_REPLICA_URL needs DATABASE_URL on PostgreSQL")
+    replicas = {}
+    for number, url in enumerate(urls, 1):
+        config = _postgres(url, "DATABASE_REPLICA_URL")
+        config["TEST"] = {"MIRROR": "default"}
+        replicas[f"replica{number}"] = config
+    return replicas
 
 
 def _databases() -> dict:
@@ -137,7 +189,8 @@ def _databases() -> dict:
                 "NAME": name,
                 "OPTIONS": dict(SQLITE_OPTIONS),
                 "TEST": {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")},
-            }
+            },
+            **_replicas(None),
         }
     try:
         # Persistent connections, each checked before its first use in a request (or task), so
@@ -149,21 +202,20 @@ def _databases() -> dict:
         # The same options as the embedded default; the URL's own query options win.
         config["OPTIONS"] = {**SQLITE_OPTIONS, **config.get("OPTIONS", {})}
         config["TEST"] = {"NAME": _sqlite_test_name(Path(config["NAME"]))}
-        return {"default": config}
+        return {"default": config, **_replicas(None)}
     if config["ENGINE"] != "django.db.backends.postgresql":
         raise ImproperlyConfigured(
             f"DATABASE_URL names {config['ENGINE']}; Decisionboard runs on PostgreSQL or SQLite"
         )
-    options = config.setdefault("OPTIONS", {})
-    options.setdefault("connect_timeout", POSTGRES_CONNECT_TIMEOUT)
-    if "jit" not in options.get("options", ""):
-        options["options"] = f"{options.get('options', '')} {POSTGRES_STARTUP_OPTIONS}".strip()
+    config = _postgres(url, "DATABASE_URL")
     # One test database per test process, so that concurrent runs on one server don't collide.
     config["TEST"] = {"NAME": f"test_{config['NAME']}_{os.getpid()}"}
-    return {"default": config}
+    return {"default": config, **_replicas(config)}
 
 
 DATABASES = _databases()
+if len(DATABASES) > 1:
+    DATABASE_ROUTERS = ["config.replicas.ReadReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
@@ -310,6 +362,12 @@ DECISIONBOARD = {
     # port OpenTelemetry SDKs and the Collector send to by default. 0 turns it off, and
     # `manage.py serve` then does not start it.
     "OTLP_GRPC_PORT": env_int("DECISIONBOARD_OTLP_GRPC_PORT", 4317, minimum=0),
+    # A replica (DATABASE_REPLICA_URL) further behind the primary than this is not read: the
+    # reads go to the primary until it catches up (config.replicas).
+    "REPLICA_MAX_LAG_SECONDS": env_int("DECISIONBOARD_REPLICA_MAX_LAG_SECONDS", 30, minimum=0),
+    # The name of this machine in heartbeats, /metrics and `manage.py doctor` (several hosts
+    # sharing one database and Redis); the system's host name when unset.
+    "HOSTNAME": NAMED_HOST or socket.gethostname(),
 }
 if DECISIONBOARD["ROLLUP_RETENTION_DAYS"] < DECISIONBOARD["RETENTION_DAYS"]:
     raise ImproperlyConfigured(

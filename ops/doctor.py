@@ -28,7 +28,13 @@ from django.utils import timezone
 
 from config.outage import DATABASE_UNAVAILABLE
 from ops import probes
-from workers.heartbeat import STALE_AFTER, QueueStatus, queue_status
+from workers.heartbeat import (
+    STALE_AFTER,
+    HostWorker,
+    QueueStatus,
+    host_workers,
+    queue_status,
+)
 from workers.queues import Queue
 
 OTLP_GRPC_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -360,6 +366,58 @@ def queues(statuses: Iterable[QueueStatus], now: datetime) -> list[Finding]:
     return found
 
 
+def hosts(workers: Iterable[HostWorker], now: datetime) -> list[Finding]:
+    """Each host's workers (DECISIONBOARD_HOSTNAME), named, and those gone silent: a host that
+    died hands its lanes to the others' workers, but its queues may then be short of slots."""
+    found = []
+    by_host: dict[str, list[HostWorker]] = {}
+    for worker in workers:
+        by_host.setdefault(worker.host, []).append(worker)
+    for host, its in by_host.items():
+        alive = sorted({w.worker for w in its if not w.stale})
+        gone = sorted({w.worker for w in its if w.stale} - set(alive))
+        if alive:
+            queues_served = ", ".join(sorted({w.queue for w in its if not w.stale}))
+            found.append(
+                Finding("hosts", True, f"host {host}: {', '.join(alive)} ({queues_served})")
+            )
+        for worker in gone:
+            ago = int(min((now - w.last_seen).total_seconds() for w in its if w.worker == worker))
+            found.append(
+                Finding(
+                    "hosts",
+                    False,
+                    f"host {host}: worker {worker} silent for {ago} s",
+                    "restart it, or ignore it if the host was taken out of service (forgotten "
+                    "after a day)",
+                    note=True,
+                )
+            )
+    return found
+
+
+def database_settings(pooler: str) -> list[Finding]:
+    """Behind a transaction pooler jit=off is the role's default, not a startup option
+    (config.settings.DATABASE_POOLER): is it?"""
+    if pooler != "transaction" or connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        jit = cursor.fetchone()[0]
+    if jit == "off":
+        return [Finding("database", True, "behind a transaction pooler; jit is off")]
+    return [
+        Finding(
+            "database",
+            False,
+            f"behind a transaction pooler, jit is {jit}",
+            "run: python manage.py migrate (it sets the role's jit = off), or "
+            "ALTER ROLE <user> SET jit = off",
+            note=True,
+        )
+    ]
+
+
 # How long the lanes check waits for the workers' replies to each broadcast (two of them).
 INSPECT_TIMEOUT = 1.0
 
@@ -556,6 +614,8 @@ def examine(now: datetime | None = None) -> list[Finding]:
             else Finding("migrations", True, "all applied")
         )
         found += queues(queue_status(now), now)
+        found += hosts(host_workers(now), now)
+        found += database_settings(settings.DATABASE_POOLER)
         configured = settings.DECISIONBOARD["CATCHUP_LANES"]
         asked = configured > 1 and broker.ok  # one lane runs on any worker
         found += lanes(configured, default_queue_slots() if asked else None)

@@ -19,10 +19,11 @@ from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from alerts.models import DeliveryAttempt, Notification
+from config import replicas
 from config.outage import DATABASE_UNAVAILABLE
 from ops import broker
 from records.metrics.freshness import freshness
-from workers.heartbeat import queue_status
+from workers.heartbeat import host_workers, queue_status
 from workers.models import ExportJob
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,18 @@ def heartbeats() -> Iterator:
         age = (now - status.last_seen).total_seconds() if status.last_seen else math.inf
         ages.add_metric([status.queue], age)
     yield ages
+    # Each host's workers (DECISIONBOARD_HOSTNAME), whichever of them beat's heartbeats reach.
+    seen = GaugeMetricFamily(
+        "decisionboard_worker_seen_age_seconds",
+        "Seconds since the worker (a Celery node on a host) last said it consumes the queue; "
+        "over 60 means it is gone.",
+        labels=["host", "worker", "queue"],
+    )
+    for worker in host_workers(now):
+        seen.add_metric(
+            [worker.host, worker.worker, worker.queue], (now - worker.last_seen).total_seconds()
+        )
+    yield seen
 
 
 def exports() -> Iterator:
@@ -147,10 +160,37 @@ def queues() -> Iterator:
     yield depths
 
 
+def replica_health() -> Iterator:
+    """Each replica's (DATABASE_REPLICA_URL): whether it answers, and how far behind it is."""
+    up = GaugeMetricFamily(
+        "decisionboard_replica_up", "Whether the replica answered (reads go to it).",
+        labels=["replica"],
+    )  # fmt: skip
+    delay = GaugeMetricFamily(
+        "decisionboard_replica_delay_seconds",
+        "How long ago the primary committed the last transaction the replica has not replayed "
+        "yet (0: it has replayed all it received); past DECISIONBOARD_REPLICA_MAX_LAG_SECONDS "
+        "it is not read.",
+        labels=["replica"],
+    )
+    for alias in replicas.replica_aliases():
+        state = replicas.health(alias, fresh=True)
+        up.add_metric([alias], 1 if state.ok else 0)
+        if state.ok:
+            delay.add_metric([alias], state.delay)
+    yield from (up, delay)
+
+
 class StateCollector:
-    """A collector for a scrape's registry: the installation's state, read now."""
+    """A collector for a scrape's registry: the installation's state, read now, from the
+    primary (a replica's view of the catch-up is behind by its own delay)."""
 
     def collect(self) -> Iterator:
+        with replicas.reading_primary():
+            yield from self._collect()
+        yield from replica_health()
+
+    def _collect(self) -> Iterator:
         try:
             database = list(catch_up()) + list(heartbeats()) + list(exports()) + list(alerts())
         except DATABASE_UNAVAILABLE as exc:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 from django.db.backends.signals import connection_created
+from django.db.models.signals import post_migrate
 
 
 class RecordsConfig(AppConfig):
@@ -9,6 +10,7 @@ class RecordsConfig(AppConfig):
     verbose_name = "Decision records"
 
     def ready(self) -> None:
-        from records.store.sqlfunctions import register_sqlite
+        from records.store.sqlfunctions import register_sqlite, set_role_defaults
 
         connection_created.connect(register_sqlite, dispatch_uid="records-json-add")
+        post_migrate.connect(set_role_defaults, sender=self, dispatch_uid="records-role-defaults")

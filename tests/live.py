@@ -162,11 +162,11 @@ class PrivateCluster:
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
                   "-A", "trust", "-E", "UTF8", "--no-sync")  # fmt: skip
 
-    def start(self) -> None:
+    def start(self, *settings: str) -> None:
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.root}"
             " -c shared_buffers=32MB -c max_connections=40"
-        )
+        ) + "".join(f" -c {setting}" for setting in settings)
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"),
                   "-o", options, "-w", "-t", "60", "start")  # fmt: skip
 
@@ -183,9 +183,70 @@ class PrivateCluster:
     def url(self, database: str) -> str:
         return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
 
+    def standby(self, root: Path, port: int) -> PrivateCluster:
+        """A streaming standby of this (running) cluster in `root`, on `port`: pg_basebackup -R
+        writes the replication settings; not started."""
+        standby = PrivateCluster(self.bin, root, port)
+        self._run(str(self.bin / "pg_basebackup"), "-D", str(standby.data), "-h", "127.0.0.1",
+                  "-p", str(self.port), "-U", "postgres", "-R", "-X", "stream",
+                  "--checkpoint=fast", "--no-sync")  # fmt: skip
+        return standby
+
+    def log_text(self) -> str:
+        return (self.root / "log").read_text(errors="replace")
+
+    def execute(self, database: str, sql: str) -> list[tuple]:
+        with psycopg.connect(self.url(database), autocommit=True) as conn:
+            cursor = conn.execute(sql)
+            return cursor.fetchall() if cursor.description else []
+
 
 @contextmanager
-def private_cluster() -> Iterator[PrivateCluster]:
+def pgbouncer(cluster: PrivateCluster, database: str, *, pool_size: int = 6) -> Iterator[str]:
+    """Debian's PgBouncer in transaction mode in front of `cluster`'s `database`, on a free
+    port, for the block; yields its DATABASE_URL. A pool smaller than the clients, so that
+    their transactions share server sessions."""
+    from tests.conftest import need_service
+
+    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    need_service(os.path.exists(binary), "PgBouncer (apt-get install pgbouncer)")
+    root = Path(tempfile.mkdtemp(prefix="decisionboard-pgbouncer-"))
+    port = processes.free_port()
+    (root / "users.txt").write_text('"postgres" ""\n')
+    (root / "pgbouncer.ini").write_text(
+        f"[databases]\n{database} = host=127.0.0.1 port={cluster.port} dbname={database}\n"
+        f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\n"
+        f"unix_socket_dir =\nauth_type = trust\nauth_file = {root / 'users.txt'}\n"
+        f"pool_mode = transaction\ndefault_pool_size = {pool_size}\nmax_client_conn = 200\n"
+        f"logfile = {root / 'pgbouncer.log'}\npidfile = {root / 'pgbouncer.pid'}\n"
+    )
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # PgBouncer refuses to run as root
+        owner = pwd.getpwnam("postgres")
+        for path in (root, *root.iterdir()):
+            os.chown(path, owner.pw_uid, owner.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    try:
+        command = [*as_user, binary, str(root / "pgbouncer.ini")]
+        with processes.running(command, env=dict(os.environ), log=root / "stdout.log"):
+            url = f"postgres://postgres@127.0.0.1:{port}/{database}"
+            wait_until(lambda: _connects(url), 20, "pgbouncer")
+            yield url
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _connects(url: str) -> bool:
+    try:
+        with psycopg.connect(url, connect_timeout=2) as conn:
+            conn.execute("SELECT 1")
+        return True
+    except psycopg.OperationalError:
+        return False
+
+
+@contextmanager
+def private_cluster(*settings: str) -> Iterator[PrivateCluster]:
     from tests.conftest import need_service
 
     bin_dir = _postgres_bin()
@@ -194,7 +255,7 @@ def private_cluster() -> Iterator[PrivateCluster]:
     cluster = PrivateCluster(bin_dir, root, processes.free_port())
     try:
         cluster.init()
-        cluster.start()
+        cluster.start(*settings)
         with psycopg.connect(cluster.url("postgres"), autocommit=True) as conn:
             conn.execute("CREATE DATABASE decisionboard")
         yield cluster

@@ -87,12 +87,61 @@ def test_it_switches_to_postgresql_and_redis_from_the_environment(tmp_path):
         ({"DATABASE_URL": "nonsense"}, "DATABASE_URL"),
         ({"DEBUG": "sometimes"}, "DEBUG='sometimes' is not a boolean"),
         ({"DECISIONBOARD_INGEST_MAX_BODY": "big"}, "DECISIONBOARD_INGEST_MAX_BODY"),
+        ({"DATABASE_POOLER": "statement"}, "DATABASE_POOLER='statement' is not one of"),
+        ({"DATABASE_REPLICA_URL": "postgres://u@r/x"}, "needs DATABASE_URL on PostgreSQL"),
+        (
+            {"DATABASE_URL": "postgres://u@db/x", "DATABASE_REPLICA_URL": "mysql://u@r/x"},
+            "DATABASE_REPLICA_URL names",
+        ),
     ],
 )
 def test_it_refuses_to_start_on_a_malformed_setting(tmp_path, env, words):
     out = _settings_in_subprocess(DECISIONBOARD_VAR_DIR=str(tmp_path), **env)
     assert out.returncode != 0
     assert "ImproperlyConfigured" in out.stderr and words in out.stderr
+
+
+_DATABASES = (
+    "import django, json, os; os.environ['DJANGO_SETTINGS_MODULE']='config.settings'; "
+    "django.setup(); from django.conf import settings as s; "
+    "print(json.dumps({'aliases': {a: [d['HOST'], d['OPTIONS'].get('options', ''), "
+    "d['TEST'].get('MIRROR')] for a, d in s.DATABASES.items()}, "
+    "'routers': s.DATABASE_ROUTERS}))"
+)
+
+
+def _databases(tmp_path, **env) -> dict:
+    full_env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    full_env.update(DECISIONBOARD_VAR_DIR=str(tmp_path), **env)
+    out = subprocess.run(
+        [sys.executable, "-c", _DATABASES], env=full_env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_each_replica_url_is_an_alias_read_through_the_router(tmp_path):
+    found = _databases(
+        tmp_path,
+        DATABASE_URL="postgres://u@primary/x",
+        DATABASE_REPLICA_URL="postgres://u@standby-1/x, postgres://u@standby-2/x",
+    )
+    assert found["aliases"] == {
+        "default": ["primary", "-c jit=off", None],
+        # The tests never make databases for them: they read the test database.
+        "replica1": ["standby-1", "-c jit=off", "default"],
+        "replica2": ["standby-2", "-c jit=off", "default"],
+    }
+    assert found["routers"] == ["config.replicas.ReadReplicaRouter"]
+
+
+def test_behind_a_transaction_pooler_no_startup_options_are_sent(tmp_path):
+    # PgBouncer refuses the `options` startup parameter; jit=off is the role's default instead.
+    found = _databases(
+        tmp_path, DATABASE_URL="postgres://u@pgbouncer/x", DATABASE_POOLER="transaction"
+    )
+    assert found["aliases"] == {"default": ["pgbouncer", "", None]}
+    assert found["routers"] == []
 
 
 _SQLITE_CONNECTION = (

@@ -36,6 +36,9 @@ class WorkersConfig(AppConfig):
         # so that the time before beat's first heartbeat reaches it reads as starting.
         @worker_ready.connect(weak=False)
         def _worker_ready(sender, **_kwargs) -> None:
-            from workers.heartbeat import record_worker_start
+            from workers.heartbeat import record_worker_start, start_presence
 
-            record_worker_start(q.name for q in sender.task_consumer.queues)
+            queues = [q.name for q in sender.task_consumer.queues]
+            record_worker_start(queues)
+            # Which host's workers are alive (several hosts share the database and Redis).
+            start_presence(sender.hostname, queues)

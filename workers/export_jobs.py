@@ -13,8 +13,10 @@ from functools import partial
 from pathlib import Path
 
 from django.conf import settings
+from django.db import router
 from django.utils import timezone
 
+from config.replicas import reading_replica
 from records.contract.filters import filter_records, parse_filters
 from records.formats.record_export import (
     FORMATS,
@@ -59,8 +61,12 @@ def run_export(job_id: int) -> ExportJob | None:
     path = file_path(job)
     part = path.with_name(path.name + ".part")
     try:
+        # The rows from a replica when one is fit (config.replicas); the job's progress and
+        # status are written to the primary.
+        with reading_replica():
+            alias = router.db_for_read(Record)
         queryset = filter_records(
-            Record.objects.filter(project=job.project), parse_filters(job.filters)
+            Record.objects.using(alias).filter(project=job.project), parse_filters(job.filters)
         )
         job.total_rows = queryset.count()
         job.save(update_fields=["file_name", "total_rows"])

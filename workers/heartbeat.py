@@ -14,11 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
 from config.outage import DATABASE_UNAVAILABLE
-from workers.models import Heartbeat
+from workers.models import Heartbeat, WorkerHost
 from workers.queues import Queue
 
 # Beat sends one every 10 s (workers.schedule), expiring after 10 s; a minute without one means
@@ -101,3 +102,66 @@ def queue_status(now: datetime | None = None) -> list[QueueStatus]:
         ).values_list("name", "last_seen", "worker_started")
     }
     return [status_of(q.value, *rows.get(q.value, (None, None)), now) for q in Queue]
+
+
+# A worker's main process says it is alive this often (WorkerHost rows); one silent for
+# STALE_AFTER is reported as gone, and forgotten after FORGET_AFTER (a host taken out of
+# service).
+PRESENCE_EVERY = 10.0
+FORGET_AFTER = timedelta(days=1)
+
+
+def this_host() -> str:
+    return settings.DECISIONBOARD["HOSTNAME"]
+
+
+def present(worker: str, queues: Iterable[str], started: datetime, now: datetime | None = None):
+    """Record that the Celery node `worker`, on this host, consumes `queues` now."""
+    now = now or timezone.now()
+    for queue in sorted({str(q) for q in queues}):
+        WorkerHost.objects.update_or_create(
+            worker=worker, queue=queue,
+            defaults={"host": this_host(), "started_at": started, "last_seen": now},
+        )  # fmt: skip
+    WorkerHost.objects.filter(last_seen__lt=now - FORGET_AFTER).delete()
+
+
+@dataclass(frozen=True)
+class HostWorker:
+    host: str
+    worker: str
+    queue: str
+    last_seen: datetime
+    stale: bool
+
+
+def host_workers(now: datetime | None = None) -> list[HostWorker]:
+    """Every worker of every host that said it was alive within FORGET_AFTER, by host."""
+    now = now or timezone.now()
+    rows = WorkerHost.objects.order_by("host", "worker", "queue").values_list(
+        "host", "worker", "queue", "last_seen"
+    )
+    return [
+        HostWorker(host, worker, queue, seen, now - seen > STALE_AFTER)
+        for host, worker, queue, seen in rows
+    ]
+
+
+def start_presence(worker: str, queues: Iterable[str]) -> threading.Thread:
+    """`present` every PRESENCE_EVERY seconds from a thread of the worker's main process, for
+    as long as it runs (a killed worker stops saying so: its rows go stale)."""
+    queues = list(queues)
+    started = timezone.now()
+
+    def run() -> None:
+        while True:
+            try:
+                present(worker, queues, started)
+            except DATABASE_UNAVAILABLE as exc:
+                logger.warning("could not record the worker's presence: %s", exc)
+                connection.close()
+            threading.Event().wait(PRESENCE_EVERY)
+
+    thread = threading.Thread(target=run, name="worker-presence", daemon=True)
+    thread.start()
+    return thread

@@ -18,6 +18,27 @@ class Heartbeat(models.Model):
         return f"{self.name} @ {self.last_seen or 'never'}"
 
 
+class WorkerHost(models.Model):
+    """A worker process (Celery node `worker`, on the machine `host`: DECISIONBOARD_HOSTNAME)
+    consuming `queue`, and when it last said it was alive. The worker's main process writes it
+    every few seconds (workers.heartbeat.HostPresence), whichever worker beat's heartbeats
+    reach, so that /metrics and `manage.py doctor` name every host's workers."""
+
+    host = models.CharField(max_length=200)
+    worker = models.CharField(max_length=200)
+    queue = models.CharField(max_length=100)
+    started_at = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["worker", "queue"], name="worker_host_worker_queue")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.worker} on {self.host}: {self.queue} @ {self.last_seen}"
+
+
 class ExportJob(models.Model):
     """A filtered export of a project's records written to a file by a worker.
 

@@ -48,9 +48,12 @@ def worker_command(
     name: str,
     beat_schedule: str | Path | None = None,
     loglevel: str = "INFO",
+    host: str | None = None,
 ) -> list[str]:
     """A Celery worker named `name`@host consuming `queues`; with the beat scheduler embedded
-    when `beat_schedule` (the file beat keeps its state in) is given."""
+    when `beat_schedule` (the file beat keeps its state in) is given. The host is `host`,
+    else DECISIONBOARD_HOSTNAME, else the machine's name, so that two hosts' workers never
+    share one Celery node name (nor two sets of processes on one machine)."""
     cmd = [
         str(BIN / "celery"),
         "-A",
@@ -59,7 +62,7 @@ def worker_command(
         "--queues",
         ",".join(queues),
         "--hostname",
-        f"{name}@%h",
+        f"{name}@{host or os.environ.get('DECISIONBOARD_HOSTNAME') or '%h'}",
         "--concurrency",
         str(concurrency),
         "--loglevel",

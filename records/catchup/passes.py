@@ -26,7 +26,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Max
 from django.db.models.functions import Mod
 from django.utils import timezone
@@ -56,7 +56,12 @@ from records.models import (
     Record,
     Watermark,
 )
-from records.store.locks import INGEST_LOCK_KEY, LANE_SWITCH_LOCK_KEY, PASS_WAITER_LOCK_CLASS
+from records.store.locks import (
+    INGEST_LOCK_KEY,
+    LANE_SWITCH_LOCK_KEY,
+    PASS_WAITER_LOCK_CLASS,
+    held_briefly,
+)
 
 log = logging.getLogger(__name__)
 
@@ -146,39 +151,27 @@ def run_pass(
     lanes = lanes or configured_lanes()
     if not 0 <= lane < lanes:
         raise ValueError(f"lane {lane} of {lanes}")
-    waiting = False
     waited = 0.0
-    try:
-        while True:
-            with transaction.atomic():
-                watermark = lock_watermark(lane, lanes)
-                if watermark is not None:
-                    wait = min(_spacing_left(watermark, spacing), spacing - waited)
-                    if wait <= 0:
-                        if waiting:
-                            # Free before the pass: a task that gets the lane's lock after
-                            # the pass must wait for the next one, not leave records to it.
-                            _waiter_lock(lane, take=False)
-                            waiting = False
-                        return _fold(watermark, lane, lanes, batch_size, high)
-            if watermark is None:
-                _switch_lanes(lanes, batch_size)  # the lanes are of another count (or none yet)
-                continue
-            if not waiting:
-                waiting = _waiter_lock(lane, take=True)
-                if not waiting:
-                    return PassResult(0, watermark.last_id, True, watermark.last_id)
-            # Without the lane's lock: another process's pass may start meanwhile, and then this
-            # one waits on for what arrives during it, but never past `spacing` in all (a clock
-            # ahead of this one must not hold the lane back).
+    while True:
+        with transaction.atomic():
+            watermark = lock_watermark(lane, lanes)
+            if watermark is not None:
+                wait = min(_spacing_left(watermark, spacing), spacing - waited)
+                if wait <= 0:
+                    return _fold(watermark, lane, lanes, batch_size, high)
+        if watermark is None:
+            _switch_lanes(lanes, batch_size)  # the lanes are of another count (or none yet)
+            continue
+        # Without the lane's lock: another process's pass may start meanwhile, and then this
+        # one waits on for what arrives during it, but never past `spacing` in all (a clock
+        # ahead of this one must not hold the lane back). The waiter's lock is held for the
+        # sleep only, so it is free before the pass: a task that gets the lane's lock after the
+        # pass waits for the next one instead of leaving records to it.
+        with held_briefly("pg_try_advisory_xact_lock", PASS_WAITER_LOCK_CLASS, lane) as waiter:
+            if not waiter:
+                return PassResult(0, watermark.last_id, True, watermark.last_id)
             time.sleep(wait)
-            waited += wait
-    finally:
-        if waiting:
-            try:
-                _waiter_lock(lane, take=False)
-            except DatabaseError:  # a lock left held would make every other task skip
-                connection.close()  # the connection's locks end with it
+        waited += wait
 
 
 def _spacing_left(watermark: Watermark, spacing: float) -> float:
@@ -188,14 +181,6 @@ def _spacing_left(watermark: Watermark, spacing: float) -> float:
         return 0.0
     since = (timezone.now() - watermark.last_fold_at).total_seconds()
     return min(spacing, spacing - since)
-
-
-def _waiter_lock(lane: int, *, take: bool) -> bool:
-    """Take (without waiting) or release the session lock of the lane's one spacing waiter."""
-    with connection.cursor() as cursor:
-        verb = "pg_try_advisory_lock" if take else "pg_advisory_unlock"
-        cursor.execute(f"SELECT {verb}(%s, %s)", [PASS_WAITER_LOCK_CLASS, lane])
-        return cursor.fetchone()[0]
 
 
 def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: int | None):
@@ -324,15 +309,12 @@ def _safe_high_water() -> int:
 
     PostgreSQL assigns ids when a row is inserted, so a batch still in flight can hold ids below
     ones already committed. Ingest holds INGEST_LOCK_KEY shared for its transaction; taking it
-    exclusively here waits for those in flight and holds new ones back for one max(id) read.
+    exclusively here waits for those in flight and holds new ones back for one max(id) read
+    (in a savepoint of the pass's transaction, released at once: records.store.locks).
     SQLite runs one writer at a time, and this transaction is it.
     """
     if connection.vendor != "postgresql":
         return Record.objects.aggregate(m=Max("id"))["m"] or 0
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_lock(%s)", [INGEST_LOCK_KEY])
-        try:
-            cursor.execute(f"SELECT coalesce(max(id), 0) FROM {Record._meta.db_table}")
-            return cursor.fetchone()[0]
-        finally:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [INGEST_LOCK_KEY])
+    with held_briefly("pg_advisory_xact_lock", INGEST_LOCK_KEY), connection.cursor() as cursor:
+        cursor.execute(f"SELECT coalesce(max(id), 0) FROM {Record._meta.db_table}")
+        return cursor.fetchone()[0]

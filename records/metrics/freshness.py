@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections, router
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Mod
 from django.utils import timezone
@@ -57,7 +57,10 @@ def project_freshness(project_id: int, now: datetime | None = None) -> dict:
     One statement: the lanes' watermark rows, each with the project's first PendingBatch
     above it (an index probe). The rows are of one lane count at a time (rollup._switch_lanes),
     so the project's is the one whose lane it falls in, whatever count this process is
-    configured with; before the first pass there is none, and every batch waits."""
+    configured with; before the first pass there is none, and every batch waits.
+
+    Read from a replica (config.replicas), the replica's delay is added to the lag: a batch
+    it has not replayed yet is invisible there, so its wait would otherwise go uncounted."""
     now = now or timezone.now()
     first_waiting = PendingBatch.objects.filter(
         project_id=project_id, last_id__gt=OuterRef("last_id")
@@ -78,13 +81,41 @@ def project_freshness(project_id: int, now: datetime | None = None) -> dict:
             .values_list("received_at", flat=True)
             .first()
         )
+    lag = max(0.0, (now - waiting_since).total_seconds()) if waiting_since else 0.0
+    alias = router.db_for_read(PendingBatch)
+    if alias not in (None, DEFAULT_DB_ALIAS):
+        lag += replica_position(connections[alias])[1]
     return {
         "pending": waiting_since is not None,
-        "lag_seconds": (
-            round(max(0.0, (now - waiting_since).total_seconds()), 3) if waiting_since else 0.0
-        ),
+        "lag_seconds": round(lag, 3),
         "last_pass_at": last_pass_at,
     }
+
+
+# A replica's replayed WAL position (as a number of bytes) and its delay: 0 while it has
+# replayed everything it received and still receives (a primary idle for an hour leaves an
+# hour-old last replayed commit behind, and nothing is missing), otherwise how long ago the
+# primary committed the last transaction it replayed (infinite before the first). On the
+# primary: its own position and 0.
+_POSITION_SQL = """
+SELECT CAST(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() - '0/0'
+                 ELSE pg_current_wal_lsn() - '0/0' END AS bigint),
+       CAST(CASE WHEN NOT pg_is_in_recovery() THEN 0
+                 WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn()
+                      AND EXISTS (SELECT FROM pg_stat_wal_receiver) THEN 0
+                 ELSE coalesce(extract(epoch FROM clock_timestamp()
+                                       - pg_last_xact_replay_timestamp()), 'Infinity')
+            END AS float8)
+"""
+
+
+def replica_position(conn) -> tuple[int, float]:
+    """(replayed WAL position, delay in seconds) of the database behind `conn` (a Django
+    connection, PostgreSQL): see _POSITION_SQL."""
+    with conn.cursor() as cursor:
+        cursor.execute(_POSITION_SQL)
+        replayed, delay = cursor.fetchone()
+    return replayed or 0, delay
 
 
 def describe(
@@ -184,7 +215,7 @@ def _watermarks() -> list[tuple[str, int, datetime | None, int, tuple[int, datet
             f"(SELECT CAST(r.id AS text) || ' ' || CAST(r.received_at AS text) FROM {records} r "
             f"WHERE r.id > w.last_id ORDER BY r.id LIMIT 1)"
         )
-    with connection.cursor() as cursor:
+    with connections[router.db_for_read(Watermark)].cursor() as cursor:
         cursor.execute(
             f"SELECT w.name, w.last_id, CAST(w.last_pass_at AS text), {newest}, {first_above} "
             f"FROM {watermarks} w WHERE w.name = %s OR w.name LIKE %s",

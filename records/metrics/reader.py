@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 
 import orjson
-from django.db import connection
+from django.db import connection, connections, router
 
 from records.contract.buckets import truncate
 from records.contract.sketch import Sketch
@@ -161,7 +161,8 @@ def _of_kinds(where: str, params: list, kinds: Iterable[str], exclude: bool = Fa
 
 
 def _fetch(sql: str, params: list) -> list[tuple]:
-    with connection.cursor() as cursor:
+    # The rollups' database for reads: a replica inside config.replicas.reading_replica.
+    with connections[router.db_for_read(Rollup)].cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
 

@@ -84,3 +84,18 @@ POSTGRES_FRESHNESS_DROP = (
     "DROP FUNCTION IF EXISTS records_newest_id(); "
     "DROP FUNCTION IF EXISTS records_first_above(bigint)"
 )
+
+
+def set_role_defaults(using: str = "default", **kwargs) -> None:
+    """Behind a transaction pooler (DATABASE_POOLER=transaction) no startup options reach the
+    server (PgBouncer refuses them), so the session settings config.settings otherwise sends
+    with each connection (jit=off) become the role's defaults, for the sessions the pooler
+    opens from now on. Run after `migrate`; a role may always set its own."""
+    from django.conf import settings
+    from django.db import connections
+
+    conn = connections[using]
+    if conn.vendor != "postgresql" or settings.DATABASE_POOLER != "transaction":
+        return
+    with conn.cursor() as cursor:
+        cursor.execute("ALTER ROLE CURRENT_USER SET jit = off")
