@@ -15,7 +15,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from ops.doctor import configuration, default_queue_slots, examine, lanes, otlp_grpc, queues
+from ops.doctor import default_queue_slots, examine, lanes, otlp_grpc, queues
+from ops.readiness import configuration
 from tests.conftest import database_url, need_service
 from tests.live import wait_until
 from tests.test_probes import forget_migration, latest_migration
