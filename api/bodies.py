@@ -2,8 +2,8 @@
 
 Ingest (api.ingest) and every other POST/PATCH of the API (through `JSONParser`, DRF's default
 parser here) decode with `decode_json`: UTF-8 only, nesting bounded by the interpreter's own
-recursion limit, and every failure a ParseError (400) that says what is wrong, so that no
-UnicodeDecodeError or RecursionError escapes as a 500.
+recursion limit (kept NESTING levels above the request), and every failure a ParseError (400)
+that says what is wrong, so that no UnicodeDecodeError or RecursionError escapes as a 500.
 
 Ingest alone may take the standard library's slower path for the number forms msgspec refuses
 (NaN, Infinity, 1e400), so that only the record holding one is rejected. That path lets lone
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,18 @@ _decoder = msgspec.json.Decoder()
 # An escape of a UTF-16 surrogate, \ud800 to \udfff: the only way JSON text can spell one.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 TOO_DEEP = "The body is nested too deeply (arrays and objects inside each other)."
+# The decoders count a body's nesting against the interpreter's recursion limit, together with
+# the frames of the request under way. So that the nesting a body may have does not shrink as
+# middleware is added, the limit is kept NESTING levels above the caller's own depth.
+NESTING = 1_000
+
+
+def _leave_room_for_nesting() -> None:
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    if sys.getrecursionlimit() < depth + NESTING:
+        sys.setrecursionlimit(depth + NESTING)
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:
@@ -45,6 +58,7 @@ def decode_json(body: bytes, *, lenient_numbers: bool = False) -> tuple[Any, boo
     """
     if not body.strip():
         raise ParseError("The body is empty.")
+    _leave_room_for_nesting()
     try:
         return _decoder.decode(body), b"\\u0000" in body
     except msgspec.ValidationError:  # "Number out of range" (a subclass of DecodeError)
