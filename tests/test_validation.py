@@ -420,8 +420,8 @@ from records.demo.generator import generate_records
 
 records = list(generate_records(records=300, runs=3, seed=1, end=datetime.now(UTC),
                                 span=timedelta(minutes=30)))
-from records.contract.normalise import normalise  # imports records.contract.schema, as a web
-worker's first batch
+# imports records.contract.schema, as a web worker's first batch
+from records.contract.normalise import normalise
 
 sys.setswitchinterval(0.0001)  # threads interleave as densely as they can
 start = threading.Barrier(8)
