@@ -152,6 +152,8 @@ def _check_the_replica(primary, standby, env, key, tmp_path):
     port = processes.free_port()
     base = f"http://127.0.0.1:{port}"
     records = rollup_data.build(300)
+    for record in records[:60]:  # a session, for the sessions page's own SQL
+        record["session_id"] = f"sess-{len(record['run_id']) % 3}"
     with processes.running(
         processes.web_command(f"127.0.0.1:{port}", 1), env=env, log=tmp_path / "web.log"
     ):
@@ -171,6 +173,7 @@ def _check_the_replica(primary, standby, env, key, tmp_path):
         standby_mark, primary_mark = len(standby.log_text()), len(primary.log_text())
         assert operator.get(f"{base}/", timeout=30).status_code == 200
         assert operator.get(f"{base}/runs/", timeout=30).status_code == 200
+        assert "sess-" in operator.get(f"{base}/sessions/", timeout=30).text
         body = metric(base, key)
         assert sum(t["value"] for t in body["totals"]) == len(records)
         exported = requests.get(

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.db import connection
+from django.db import connections
 from django.db.models import BigIntegerField, Count, Max, Min, Q, QuerySet, Sum
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Coalesce
@@ -158,11 +158,13 @@ def _each_session(branch: QuerySet, session_ids: list[str]) -> list[tuple]:
     compiler = branch.query.get_compiler(using=branch.db)
     sql, params = compiler.as_sql()
     (at,) = [i for i, value in enumerate(params) if value == _MARK]
-    one = f"({sql})" if connection.features.supports_parentheses_in_compound else sql
+    # The branch's own database: a replica when the request reads one (config.replicas).
+    database = connections[branch.db]
+    one = f"({sql})" if database.features.supports_parentheses_in_compound else sql
     values: list = []
     for session_id in session_ids:
         values += [*params[:at], session_id, *params[at + 1 :]]
-    with connection.cursor() as cursor:
+    with database.cursor() as cursor:
         cursor.execute(" UNION ALL ".join([one] * len(session_ids)), values)
         rows = cursor.fetchall()
     # What the ORM does to each row (datetimes from SQLite's text, for one).
