@@ -97,6 +97,16 @@ def text_of(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def turn_calls(derived: dict) -> str:
+    """A turn's derived calls as one line: what each did, an invented one marked so."""
+    return ", ".join(
+        text_of(c.get("action") or c.get("control") or c.get("wire"))
+        + (" (invented)" if c.get("invented") else "")
+        for c in derived.get("calls") or []
+        if isinstance(c, dict)
+    )
+
+
 def names_of(values: Any) -> str:
     """A list of tools (names, or objects with a name) as one line of names."""
     if not isinstance(values, list):
@@ -181,13 +191,7 @@ def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str,
             ),
         )
     if kind == TURN:
-        calls = der.get("calls") or []
-        shown = ", ".join(
-            text_of(c.get("action") or c.get("control") or c.get("wire"))
-            + (" (invented)" if c.get("invented") else "")
-            for c in calls
-            if isinstance(c, dict)
-        )
+        shown = turn_calls(der)
         title = f"turn: {text_of(der.get('decision'))}"
         return title, _pairs(
             ("protocol", der.get("protocol")),

@@ -24,7 +24,7 @@ from django.utils.safestring import mark_safe
 
 from dashboard.queries.run_list import run_row
 from dashboard.queries.run_records import load_records
-from dashboard.queries.timeline import names_of, text_of
+from dashboard.queries.timeline import names_of, text_of, turn_calls
 from dashboard.web.access import get_run_for_user
 from records.contract.rollup_keys import OUTCOME, PICK, PICK_ERROR, SELECTION, TURN, VERDICT
 from records.models import Record, Run
@@ -83,13 +83,7 @@ def record_lanes(kind: str, data: dict, derived: dict) -> list[tuple[str, str]]:
                          f"(rung {text_of(d.get('rung'))}{', re-ask' if d.get('reask') else ''})")
         ]  # fmt: skip
     if kind == TURN:
-        calls = der.get("calls") or []
-        shown = ", ".join(
-            text_of(c.get("action") or c.get("control") or c.get("wire"))
-            + (" (invented)" if c.get("invented") else "")
-            for c in calls
-            if isinstance(c, dict)
-        )
+        shown = turn_calls(der)
         return [("turns", text_of(der.get("decision")) + (f": {shown}" if shown else ""))]
     return []
 
