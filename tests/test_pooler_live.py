@@ -65,7 +65,7 @@ SNAPSHOT = {
 
 
 def snapshot(cursor) -> dict[str, list[tuple]]:
-    """SNAPSHOT's rows, read with `cursor` (its session's time zone UTC)."""
+    """SNAPSHOT's rows, read with `cursor` (the time zone of its session: UTC)."""
     out = {}
     for name, sql in SNAPSHOT.items():
         cursor.execute(sql)

@@ -5,8 +5,8 @@ switch waited for partition creators and they for it (tests/test_pass_spacing.py
 Single-key locks (one bigint), except PASS_WAITER_LOCK_CLASS, the class of the two-key form
 (class, lane): PostgreSQL keeps the two key spaces apart.
 
-Every lock is a transaction's (pg_advisory_xact_lock*), never a session's: behind a transaction
-pooler (PgBouncer, DATABASE_POOLER=transaction) consecutive transactions of one Django
+Every lock is held by a transaction (pg_advisory_xact_lock*), never by a session: behind a
+transaction pooler (PgBouncer, DATABASE_POOLER=transaction) consecutive transactions of one Django
 connection may run on different server sessions, so a session lock could be taken on one and
 its unlock sent to another, and stay held. A lock needed for less than its transaction is taken
 in a savepoint and released by rolling the savepoint back (`held_briefly`).
