@@ -18,7 +18,7 @@
 4. For comparison, the next day's keys deleted as before the keys had a day (BEFORE_KEY_DELETE:
    the detached table joined to the keys, a primary-key lookup per key), rolled back.
 5. Deletes the next day's records instead, in the batches the per-project retention and SQLite
-   use (the ceiling this design avoids), for the ratio.
+   use (the ceiling the day expiry avoids), for the ratio.
 
 Prints the database size per million records and `expire N s (detach D s), delete M s, ratio R`
 as its last line (goal: expire < 1 s at 300,000 records a day).

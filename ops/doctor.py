@@ -2,7 +2,7 @@
 
 A finding is broken (the database, the broker, migrations, a queue unserved, partitions
 missing: the command exits 1), a production-readiness item (the embedded defaults that
-`bin/start` runs on by design — SQLite, the generated SECRET_KEY, local ALLOWED_HOSTS, no HTTPS
+`bin/start` chooses on purpose — SQLite, the generated SECRET_KEY, local ALLOWED_HOSTS, no HTTPS
 — printed as advice, and failed only by `doctor --deploy`, the checklist before going live, as
 Django's `check --deploy` does), or a note: a choice an operator may make on purpose, printed
 but never failed.

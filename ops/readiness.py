@@ -1,5 +1,5 @@
-"""Production readiness for `manage.py doctor`: the embedded defaults `bin/start` runs on by
-design (SQLite, the generated SECRET_KEY, local ALLOWED_HOSTS, no HTTPS), judged by a pure
+"""Production readiness for `manage.py doctor`: the embedded defaults `bin/start` chooses on
+purpose (SQLite, the generated SECRET_KEY, local ALLOWED_HOSTS, no HTTPS), judged by a pure
 function over the settings' values, and Django's own deployment checks. Advice on a local
 install; failed by `doctor --deploy`, the checklist before going live."""
 

@@ -243,7 +243,7 @@ def test_the_api_answers_every_generated_request_without_a_5xx_as_its_schema_say
     # hold where parameters constrain each other in ways OpenAPI cannot state (to after from, a
     # metric's own group_by, a range's number of points); those answer a 400 naming the
     # parameter, which the other checks hold to the documented shape. And ingest answers a 207
-    # for records it rejects, by design, not a 400.
+    # for records it rejects, on purpose, not a 400.
     excluded = [checks.positive_data_acceptance]
     if case.operation.method.upper() == "POST" and case.operation.path == "/api/v1/records":
         excluded.append(checks.negative_data_rejection)

@@ -237,7 +237,7 @@ def expired_day(table: str) -> date:
 # the DETACH goes to the default partition, and a partition of the day may be created again if
 # retention grew while a detached one waited. Those are nearly always none, and the hash of them
 # is built from a scan of that day's records alone (nested loops and merge joins off: a probe or
-# a sort per key would cost what this design avoids).
+# a sort per key would cost what this plan avoids).
 #
 # One statement a day, not batches: nothing waits on an expired day's keys (ingest only for a
 # resend of one of them), and batches by row address (LIMITed) cost more in all
