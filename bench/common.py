@@ -70,6 +70,20 @@ def setup_django(name: str, redis_url: str | None = None) -> str:
     return url
 
 
+def wait_for_port(port: int, proc, what: str, seconds: float) -> None:
+    """Until a process started for the bench accepts connections on `port` (RuntimeError if it
+    exits or `seconds` pass first)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.2)
+
+
 @contextmanager
 def gunicorn(workers: int = 2, log: Path | None = None, timeout: int = 300):
     """The web app under gunicorn on a free port; yields (port, the master process) once it
@@ -79,15 +93,7 @@ def gunicorn(workers: int = 2, log: Path | None = None, timeout: int = 300):
         f"127.0.0.1:{port}", workers, "--log-level", "warning", "--timeout", str(timeout)
     )
     with running(cmd, env=dict(os.environ), log=log, timeout=30) as proc:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("gunicorn did not start") from None
-                time.sleep(0.2)
+        wait_for_port(port, proc, "gunicorn", 30)
         yield port, proc
 
 

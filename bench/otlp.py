@@ -36,7 +36,6 @@ import http.client
 import json
 import multiprocessing
 import os
-import socket
 import sys
 import time
 from contextlib import contextmanager
@@ -46,7 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import exit_on_signals, gunicorn, setup_django  # noqa: E402
+from bench.common import exit_on_signals, gunicorn, setup_django, wait_for_port  # noqa: E402
 from bench.results import record_result  # noqa: E402
 from workers.processes import free_port, otlp_grpc_command, running  # noqa: E402
 
@@ -100,15 +99,7 @@ def otlp_grpc_receiver(threads: int):
     port = free_port()
     command = otlp_grpc_command("127.0.0.1", port, "--threads", str(threads))
     with running(command, env=dict(os.environ), timeout=30) as proc:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the OTLP/gRPC receiver did not start") from None
-                time.sleep(0.2)
+        wait_for_port(port, proc, "the OTLP/gRPC receiver", 60)
         yield f"127.0.0.1:{port}"
 
 
