@@ -183,13 +183,10 @@ def test_an_openinference_instrumented_client_lands_its_decisions(base, alice, a
     assert_the_operator_sees_the_run(base, alice, alice_pages, run_id, offered=True)
 
 
-def test_the_official_genai_instrumentation_lands_its_decisions(
-    base, alice, alice_pages, latest_genai_conventions
-):
-    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
-
-    provider = provider_to(base, alice.ingest_key)
-    instrumentor = OpenAIInstrumentor()
+def run_under_an_agent_span(base: str, key: str, instrumentor) -> str:
+    """Drive the client, instrumented by `instrumentor`, inside an invoke_agent span that names
+    the agent and the session, export it all, and return the run id (the trace's id)."""
+    provider = provider_to(base, key)
     instrumentor.instrument(tracer_provider=provider)
     try:
         with openai_stub(Script(SCRIPT)) as url:
@@ -203,7 +200,15 @@ def test_the_official_genai_instrumentation_lands_its_decisions(
     finally:
         instrumentor.uninstrument()
         provider.shutdown()
-    run_id = f"{a.get_span_context().trace_id:032x}"
+    return f"{a.get_span_context().trace_id:032x}"
+
+
+def test_the_official_genai_instrumentation_lands_its_decisions(
+    base, alice, alice_pages, latest_genai_conventions
+):
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+    run_id = run_under_an_agent_span(base, alice.ingest_key, OpenAIInstrumentor())
     # This instrumentation does not record the tools a request offered: called, not offered.
     assert_the_operator_sees_the_run(base, alice, alice_pages, run_id, offered=False)
 
@@ -214,22 +219,7 @@ def test_an_openllmetry_instrumented_client_lands_its_decisions(base, alice, ali
     # names it, as a team's own code would.
     from opentelemetry.instrumentation.openai import OpenAIInstrumentor
 
-    provider = provider_to(base, alice.ingest_key)
-    instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        with openai_stub(Script(SCRIPT)) as url:
-            client = openai.OpenAI(base_url=url, api_key="sk-test", max_retries=0)
-            tracer = provider.get_tracer("support-agent")
-            attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support",
-                          "gen_ai.conversation.id": "sess-42"}  # fmt: skip
-            with tracer.start_as_current_span("invoke_agent support", attributes=attributes) as a:
-                drive(client)
-            assert provider.force_flush(30_000)
-    finally:
-        instrumentor.uninstrument()
-        provider.shutdown()
-    run_id = f"{a.get_span_context().trace_id:032x}"
+    run_id = run_under_an_agent_span(base, alice.ingest_key, OpenAIInstrumentor())
     assert_the_operator_sees_the_run(base, alice, alice_pages, run_id, offered=True)
     # Each call's tool decision, in its iteration: offered both tools, called one of them and
     # a name never offered (the invented one on the tools page), then called nothing.
