@@ -141,10 +141,11 @@ def test_an_inference_span_becomes_a_model_call(operation):
     body = data(call)
     assert body["provider"] == "openai"
     assert body["model"] == "gpt-4o-2026-08-06"  # the response model, when reported
-    assert body["usage"] == {"input": 1200, "output": 80, "cacheRead": 900, "thinking": 30}
+    # The conventions' 1,200 input tokens hold the 900 cached, the 80 output the 30 reasoning.
+    assert body["usage"] == {"input": 300, "output": 50, "cacheRead": 900, "thinking": 30}
     assert body["stopReason"] == "tool_calls"
     assert body["durationMs"] == 1500.0
-    assert (call.tokens_in, call.tokens_out, call.latency_ms) == (1200, 80, 1500.0)
+    assert (call.tokens_in, call.tokens_out, call.latency_ms) == (300, 50, 1500.0)
     assert call.record_key == f"otel:{TRACE}:{sid}"
     assert call.ts == BASE_TS + timedelta(milliseconds=1500)  # the span's end
 

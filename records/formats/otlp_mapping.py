@@ -134,7 +134,13 @@ def _missing(read: LlmRead) -> dict[str, Any]:
 
 
 def _model_call(span: SpanView, read: LlmRead, iteration: int, scope: Scope, mapping) -> None:
-    usage: dict[str, int] = {"input": read.input_tokens or 0, "output": read.output_tokens or 0}
+    # The conventions count cached input within the input tokens and reasoning within the output
+    # tokens; a model_call's usage holds them apart (records.contract.cost prices each its own way).
+    cached = (read.cache_read or 0) + (read.cache_write or 0)
+    usage: dict[str, int] = {
+        "input": max((read.input_tokens or 0) - cached, 0),
+        "output": max((read.output_tokens or 0) - (read.thinking or 0), 0),
+    }
     for name, value in (("cacheRead", read.cache_read), ("cacheWrite", read.cache_write),
                         ("thinking", read.thinking)):  # fmt: skip
         if value is not None:
