@@ -12,6 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from api.openapi import RecordDataSerializer
+from records.contract.cost import describe
 from records.contract.filters import HAS_FLAGS, FilterError, parse_time
 from records.contract.kinds import KIND_NAMES
 from records.store import retention
@@ -21,6 +22,17 @@ from workers.models import ExportJob
 @extend_schema_field(RecordDataSerializer)
 class RecordDataField(serializers.JSONField):
     """`data` as posted, documented as the union of every kind's payload."""
+
+
+class RecordDerivedField(serializers.JSONField):
+    """`derived` as stored, with `cost` from the record's cost columns when it had usage."""
+
+    def __init__(self, **kwargs):
+        super().__init__(source="*", **kwargs)
+
+    def to_representation(self, record):
+        cost = describe(record.cost_nano, record.cost_source, record.model)
+        return record.derived if cost is None else {**record.derived, "cost": cost}
 
 
 class RecordSerializer(serializers.Serializer):
@@ -37,9 +49,10 @@ class RecordSerializer(serializers.Serializer):
     agent = serializers.CharField(allow_null=True)
     parent_run_id = serializers.CharField(allow_null=True)
     data = RecordDataField()
-    derived = serializers.JSONField(
+    derived = RecordDerivedField(
         help_text="Per-kind derived fields, e.g. `doors` of a pick, `swap` of a "
-        "model selection, each call's action name and `invented` of a turn."
+        "model selection, each call's action name and `invented` of a turn; `cost` "
+        "({usd, source, reason?}) of a record with usage, `usd` null when its price is unknown."
     )
 
 

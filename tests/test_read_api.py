@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
 import pytest
@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from drf_spectacular.validation import validate_schema
+from genai_prices import Usage, calc_price
 from rest_framework.test import APIClient
 
 from records import catchup
@@ -67,8 +68,18 @@ def test_it_returns_records_as_posted_plus_derived(alice):
         "agent": "support-bot",
         "parent_run_id": "run-0",
         "data": posted["data"],
-        "derived": {"doors": ["read_skill", "present"]},
+        "derived": {
+            "doors": ["read_skill", "present"],
+            # The classifier's 800 input and 9 output tokens at genai-prices' price.
+            "cost": {"usd": library_usd("claude-haiku-4-5", 800, 9), "source": "genai-prices"},
+        },
     }
+
+
+def library_usd(model: str, input_tokens: int, output_tokens: int) -> float:
+    usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+    at = datetime(2026, 11, 20, 9, tzinfo=UTC)
+    return float(calc_price(usage, model_ref=model, genai_request_timestamp=at).total_price)
 
 
 def test_it_returns_null_for_envelope_fields_not_posted(alice):

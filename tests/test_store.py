@@ -10,7 +10,7 @@ from django.db import transaction
 
 from records.contract.normalise import normalise
 from records.models import Record
-from records.store.writer import store_records
+from records.store.writer import STAGE, store_records
 from tests.conftest import database_url
 from tests.factories import record
 
@@ -34,7 +34,7 @@ def test_it_empties_the_postgresql_stage_between_batches(alice, postgres):
         store_records(alice.project.pk, batch(30), NOW)
         store_records(alice.project.pk, batch(4), NOW)
         with postgres.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM ingest_stage")
+            cursor.execute(f"SELECT count(*) FROM {STAGE}")
             assert cursor.fetchone()[0] == 4
 
 
@@ -42,7 +42,7 @@ def test_it_keeps_the_postgresql_stage_file_between_transactions(transactional_d
     # A TRUNCATE a batch would give the temporary stage a new file and pg_class row version.
     def stage_file():
         with postgres.cursor() as cursor:
-            cursor.execute("SELECT relfilenode FROM pg_class WHERE oid = 'ingest_stage'::regclass")
+            cursor.execute(f"SELECT relfilenode FROM pg_class WHERE oid = '{STAGE}'::regclass")
             return cursor.fetchone()[0]
 
     store_records(alice.project.pk, batch(3), NOW)

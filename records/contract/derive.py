@@ -16,6 +16,7 @@ import orjson
 
 from records.contract import fallback_causes, rollup_keys
 from records.contract import schema as s
+from records.contract.cost import Usage
 from records.contract.rollup_keys import NOTICE_SPLITS, encode
 
 
@@ -38,6 +39,9 @@ class Derived:
     # Every model the record names besides `model` (selected and previous model, seat model,
     # a notice's from / to): what the `model` filter matches too.
     other_models: tuple[str, ...] = ()
+    # The tokens (or the cost) the record reports, which ingest prices (records.contract.cost);
+    # None for a record without usage.
+    usage: Usage | None = None
     # Promises of the sending framework that the record breaks: kept, flagged.
     violations: list[str] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
@@ -133,6 +137,10 @@ def derive_pick(d: s.Pick) -> Derived:
         rollup_key=encode(rollup_keys.PICK, {"skip_reason": d.narrowedSkipped}),
         tokens_in=usage.inputTokens,
         tokens_out=usage.outputTokens,
+        # The classifier's own call, priced by its model (a pick names no provider).
+        usage=None
+        if usage.inputTokens is None and usage.outputTokens is None
+        else Usage(d.classifier.model, None, usage.inputTokens or 0, usage.outputTokens or 0),
         violations=_pick_violations(d, offered),
         fields={"doors": doors},
     )
@@ -241,6 +249,7 @@ def derive_turn(d: s.Turn) -> Derived:
         latency_ms=d.durationMs,
         outcome=decision,
         is_error=d.executionError is not None,
+        usage=None if d.totalCost is None else Usage(None, reported_usd=d.totalCost),
         rollup_key=encode(
             rollup_keys.TURN,
             {"decision": decision, "protocol": protocol, "invented": int(bool(invented))},
@@ -334,6 +343,15 @@ def derive_model_call(d: s.ModelCall) -> Derived:
         rollup_key=encode(rollup_keys.MODEL_CALL, {"provider": d.provider}),
         tokens_in=u.input,
         tokens_out=u.output,
+        usage=Usage(
+            d.model,
+            d.provider,
+            u.input,
+            u.output,
+            u.cacheRead or 0,
+            u.cacheWrite or 0,
+            u.thinking or 0,
+        ),
         fields={"total_tokens": total},
     )
 

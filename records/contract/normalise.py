@@ -22,6 +22,7 @@ import msgspec
 import orjson
 
 from records.contract import rollup_keys, schema
+from records.contract.cost import Usage
 from records.contract.kinds import KIND_NAMES, KINDS
 
 Errors = dict[str, list[str]]
@@ -65,6 +66,10 @@ class NormalisedRecord:
     has_violation: bool
     data_json: str
     derived_json: str
+    # What ingest prices (records.store.pricing sets the two cost columns from it).
+    usage: Usage | None = None
+    cost_nano: int | None = None
+    cost_source: str | None = None
 
 
 def normalise(
@@ -163,6 +168,7 @@ def normalise(
         has_violation=bool(derived.violations),
         data_json=data_json.decode(),
         derived_json=orjson.dumps(derived.fields).decode(),
+        usage=derived.usage,
     )
 
 

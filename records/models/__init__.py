@@ -3,6 +3,7 @@ them and `from records.models import X` works everywhere."""
 
 from __future__ import annotations
 
+from records.models.pricing import CURRENCY, PriceOverride
 from records.models.record import (
     Record,
     RecordKey,
@@ -33,6 +34,8 @@ from records.models.tenancy import (
 
 __all__ = [
     "LANE_WATERMARK",
+    "CURRENCY",
+    "PriceOverride",
     "KEY_PREFIX",
     "LAST_USED_EVERY",
     "hash_key",

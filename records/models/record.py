@@ -28,6 +28,9 @@ class Run(models.Model):
     has_error = models.BooleanField(default=False)
     has_contract_break = models.BooleanField(default=False)
     has_violation = models.BooleanField(default=False)
+    # The run's spend in nano-USD and its records with usage but no known price.
+    cost_nano = models.BigIntegerField(default=0, db_default=0)
+    cost_unknown = models.IntegerField(default=0, db_default=0)
 
     class Meta:
         constraints = [
@@ -99,6 +102,11 @@ class Record(models.Model):
     # derived.violations is not empty; the catch-up may set it later (a notice
     # repeated in its run).
     has_violation = models.BooleanField(default=False)
+    # What the record cost, priced on ingest (records.contract.cost): nano-USD, and where the
+    # price came from (reported, genai-prices, override; unknown with no price). Both null
+    # for a record without usage. The read API shows them as derived.cost.
+    cost_nano = models.BigIntegerField(null=True, blank=True)
+    cost_source = models.CharField(max_length=12, null=True, blank=True)
     data = models.JSONField()
     derived = models.JSONField(default=dict)
 

@@ -99,6 +99,11 @@ class Rollup(models.Model):
     tokens_out = models.BigIntegerField(default=0)
     latency_sum = models.FloatField(default=0)
     sketch = models.JSONField(default=dict)
+    # Spend of the row's records in nano-USD, how many carried usage, and how many of those
+    # had no known price (records.contract.cost): the unknown share beside every total.
+    cost_nano = models.BigIntegerField(default=0, db_default=0)
+    cost_records = models.BigIntegerField(default=0, db_default=0)
+    cost_unknown = models.BigIntegerField(default=0, db_default=0)
 
     class Meta:
         constraints = [

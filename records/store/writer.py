@@ -8,7 +8,8 @@ lock at BEGIN (transaction_mode IMMEDIATE), drops the keys already stored and in
 with executemany. Both commit before returning, and both count a key repeated inside the batch
 as a duplicate. A run is created on first sight; the catch-up pass widens it and counts its
 records. A batch that stored records also leaves a PendingBatch row, which its project's
-freshness reads until the catch-up folds it.
+freshness reads until the catch-up folds it. Records with usage are priced first
+(records.store.pricing).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from records.contract.normalise import NormalisedRecord
 from records.models import PendingBatch, Record, RecordKey, Run
 from records.store import partitions, retention
 from records.store.locks import INGEST_LOCK_KEY
+from records.store.pricing import price_records
 
 RECORD_TABLE = Record._meta.db_table
 RUN_TABLE = Run._meta.db_table
@@ -54,18 +56,24 @@ COLUMNS = (
     "has_violation",
     "data",
     "derived",
+    "cost_nano",
+    "cost_source",
 )
+# The stage's name carries its width: a connection that still holds the stage of an earlier
+# release (a server connection a pooler keeps across a deploy) is never sent rows of another shape.
+STAGE = f"ingest_stage_{len(COLUMNS)}"
 # Kept by the workers (records.catchup.passes); a new run starts with them empty.
 _RUN_SUMMARY_COLUMNS = (
     "kind_counts, models_seen, has_swap, has_fallback, has_error, has_contract_break, has_violation"
 )
-_STAGE_DDL = """
-CREATE TEMP TABLE IF NOT EXISTS ingest_stage (
+_STAGE_DDL = f"""
+CREATE TEMP TABLE IF NOT EXISTS {STAGE} (
     record_key text, kind text, run_id text, ts timestamptz, session_id text, agent text,
     parent_run_id text, model text, iteration integer, latency_ms double precision,
     skip_reason text, outcome text, is_swap boolean, is_fallback boolean, is_error boolean,
     is_contract_break boolean, rollup_key text, tokens_in bigint, tokens_out bigint,
-    named_models text, has_violation boolean, data jsonb, derived jsonb
+    named_models text, has_violation boolean, data jsonb, derived jsonb, cost_nano bigint,
+    cost_source text
 ) ON COMMIT DELETE ROWS
 """
 _PG_INSERT = f"""
@@ -75,13 +83,13 @@ WITH new_keys AS (
     -- With its record's UTC day, its partition's: expiring the day deletes its keys by it.
     INSERT INTO {KEY_TABLE} (project_id, record_key, day)
     SELECT %(project)s, record_key, (ts AT TIME ZONE 'UTC')::date
-    FROM ingest_stage ORDER BY record_key
+    FROM {STAGE} ORDER BY record_key
     ON CONFLICT (project_id, record_key) DO NOTHING
     RETURNING record_key
 ), ins AS (
     INSERT INTO {RECORD_TABLE} (project_id, received_at, {", ".join(COLUMNS)})
     SELECT %(project)s, %(now)s, {", ".join(COLUMNS)}
-    FROM ingest_stage WHERE record_key IN (SELECT record_key FROM new_keys)
+    FROM {STAGE} WHERE record_key IN (SELECT record_key FROM new_keys)
     RETURNING id, kind, run_id, ts, agent, session_id, parent_run_id
 ), batch AS (
     -- What the project's freshness reads (records.metrics.freshness): a row of its own,
@@ -137,6 +145,8 @@ def store_records(
     if not unique:
         return StoreResult(0, len(records))
     rows = list(unique.values())
+    # Priced here, so that every way in (the records API, OTLP, the demo, a bench) stores cost.
+    price_records(project_id, rows)
     if connection.vendor == "postgresql":
         # Before the transaction: creating a partition takes locks that ingest must not hold.
         first, last = retention.partition_window(now)
@@ -178,6 +188,8 @@ def record_row(record: NormalisedRecord, ts: object) -> tuple:
         record.has_violation,
         record.data_json,
         record.derived_json,
+        record.cost_nano,
+        record.cost_source,
     )
 
 
@@ -190,10 +202,10 @@ def _insert_postgresql(
         # gives the temporary table a new file and a new pg_class row version every batch.
         cursor.execute(
             f"SELECT pg_advisory_xact_lock_shared({INGEST_LOCK_KEY}); {_STAGE_DDL}"
-            + ("" if stage_empty else "; TRUNCATE ingest_stage")
+            + ("" if stage_empty else f"; TRUNCATE {STAGE}")
         )
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper, for COPY
-        with raw.copy(f"COPY ingest_stage ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+        with raw.copy(f"COPY {STAGE} ({', '.join(COLUMNS)}) FROM STDIN") as copy:
             for record in rows:
                 copy.write_row(record_row(record, record.ts))
         cursor.execute(_PG_INSERT, {"project": project_id, "now": now})
