@@ -216,6 +216,9 @@ def _snapshot(project):
             r.tokens_out,
             round(r.latency_sum, 6),
             sorted(r.sketch.items()),  # {"z": zeros, "<bin>": count, ...} (records.contract.sketch)
+            r.cost_nano,
+            r.cost_records,
+            r.cost_unknown,
         )
         for r in Rollup.objects.filter(project=project)
     )
@@ -235,6 +238,8 @@ def _snapshot(project):
             "has_error",
             "has_contract_break",
             "has_violation",
+            "cost_nano",
+            "cost_unknown",
         ),
         key=lambda r: r[0],
     )
@@ -1028,7 +1033,7 @@ def test_a_read_of_one_kind_walks_that_kinds_rollups_only(postgres, alice, analy
 
 
 def test_a_pass_unpacks_each_record_row_in_the_order_it_reads_the_columns():
-    """Batch.add unpacks a row of 23 values by position: its names must follow the columns the
+    """Batch.add unpacks a row of 25 values by position: its names must follow the columns the
     pass selects (FIELDS, then the JSON fields), on both databases."""
     columns = [column for column, _ in batch.ROW_NAMES]
     assert columns[: len(batch.FIELDS)] == list(batch.FIELDS)

@@ -35,7 +35,7 @@ GRAINS = (Grain.MINUTE, Grain.HOUR, Grain.DAY)
 FIELDS = (
     "id", "project_id", "kind", "agent", "model", "rollup_key", "ts", "latency_ms", "tokens_in",
     "tokens_out", "run_id", "record_key", "outcome", "named_models", "is_swap", "is_fallback",
-    "is_error", "is_contract_break", "has_violation",
+    "is_error", "is_contract_break", "has_violation", "cost_nano", "cost_source",
 )  # fmt: skip
 
 
@@ -73,6 +73,7 @@ ROW_NAMES = (
     ("record_key", "record_key"), ("outcome", "outcome"), ("named_models", "named"),
     ("is_swap", "swap"), ("is_fallback", "fallback"), ("is_error", "error"),
     ("is_contract_break", "contract_break"), ("has_violation", "violation"),
+    ("cost_nano", "cost_nano"), ("cost_source", "cost_source"),
     ("a verdict's toolCallId", "tool_call_id"), ("the violation codes", "violations"),
     ("iteration", "iteration"), ("a decision's JSON", "body"),
 )  # fmt: skip
@@ -86,6 +87,8 @@ class _RunDelta:
     first_ts: datetime | None = None
     last_ts: datetime | None = None
     agent: str | None = None  # the greatest agent of the pass's records of the run
+    cost_nano: int = 0
+    cost_unknown: int = 0  # records with usage and no known price
 
 
 class Batch:
@@ -113,7 +116,7 @@ class Batch:
     def add(self, row: tuple) -> None:
         (record_id, project, kind, agent, model, key, ts, latency, t_in, t_out, run_id,
          record_key, outcome, named, swap, fallback, error, contract_break, violation,
-         tool_call_id, violations, iteration, body) = row  # fmt: skip
+         cost_nano, cost_source, tool_call_id, violations, iteration, body) = row  # fmt: skip
         # Per record, so written for speed: a pass calls this 100,000 times.
         minute = BUCKET_MEMO.get((ts.minute, ts.hour, ts.day, ts.month, ts.year)) or minute_of(ts)
         cell = self.cells[(project, minute, kind, agent or "", model or "", key)]
@@ -122,6 +125,8 @@ class Batch:
             cell.tokens_in += t_in
         if t_out:
             cell.tokens_out += t_out
+        if cost_source is not None:  # the record had usage (records.contract.cost)
+            cell.add_cost(cost_nano)
         if latency is not None:
             if kind in PICKS:  # into its classifier model's PICK_LATENCY cell, not its own
                 merged = self.cells[(project, minute, PICK_LATENCY, agent or "", model or "", "")]
@@ -139,6 +144,11 @@ class Batch:
         if agent and (run.agent is None or agent > run.agent):
             run.agent = agent
         run.kinds[kind] += 1
+        if cost_source is not None:
+            if cost_nano is None:
+                run.cost_unknown += 1
+            else:
+                run.cost_nano += cost_nano
         if named:
             for name in _NAMED.get(named) or models_named(model, named):
                 run.models[name] += 1

@@ -96,7 +96,11 @@ def reset_rollups(models) -> None:
         for name in _DROPPED:
             if name in models:  # (a migration before ToolDecision passes no such model)
                 models[name].objects.all().delete()
-        models["Run"].objects.update(
+        runs = models["Run"]
+        # A migration before the cost columns passes a Run without them.
+        costs = {"cost_nano": 0, "cost_unknown": 0}
+        known = {f.name for f in runs._meta.get_fields()}
+        runs.objects.update(
             record_count=0,
             kind_counts={},
             models_seen={},
@@ -105,6 +109,7 @@ def reset_rollups(models) -> None:
             has_error=False,
             has_contract_break=False,
             has_violation=False,
+            **{name: value for name, value in costs.items() if name in known},
         )
         # Every catch-up lane's watermark ("rollups", or "rollups:i/n": records.catchup.passes).
         watermarks = models["Watermark"].objects

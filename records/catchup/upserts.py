@@ -173,8 +173,11 @@ def flag_repeated_notices(batch: Batch, folded_upto: int) -> None:
 _ROLLUP = Rollup._meta.db_table
 
 
-_ROLLUP_COLUMNS = ("project_id, grain, bucket, kind, agent, model, key, count, tokens_in, "
-                   "tokens_out, latency_sum, sketch")  # fmt: skip
+_ROLLUP_COLUMNS = (
+    "project_id, grain, bucket, kind, agent, model, key, count, tokens_in, tokens_out, "
+    "latency_sum, sketch, cost_nano, cost_records, cost_unknown"
+)
+_ROLLUP_WIDTH = _ROLLUP_COLUMNS.count(",") + 1
 
 
 _ROLLUP_ADD = f"""
@@ -183,6 +186,9 @@ ON CONFLICT (project_id, grain, bucket, kind, agent, model, key) DO UPDATE SET
     tokens_in = {_ROLLUP}.tokens_in + excluded.tokens_in,
     tokens_out = {_ROLLUP}.tokens_out + excluded.tokens_out,
     latency_sum = {_ROLLUP}.latency_sum + excluded.latency_sum,
+    cost_nano = {_ROLLUP}.cost_nano + excluded.cost_nano,
+    cost_records = {_ROLLUP}.cost_records + excluded.cost_records,
+    cost_unknown = {_ROLLUP}.cost_unknown + excluded.cost_unknown,
 """
 
 
@@ -201,13 +207,16 @@ _ROLLUP_CONFLICT = {
 }
 
 
-_ROLLUP_STAGE = """
-CREATE TEMP TABLE IF NOT EXISTS rollup_stage (
+# The stages are named by their width, as ingest's is (records.store.writer.STAGE): a pooled
+# connection may still hold the stage of an earlier release, of another shape.
+_ROLLUP_STAGE_TABLE = f"rollup_stage_{_ROLLUP_WIDTH}"
+_ROLLUP_STAGE = f"""
+CREATE TEMP TABLE IF NOT EXISTS {_ROLLUP_STAGE_TABLE} (
     project_id bigint, grain text, bucket timestamptz, kind text, agent text, model text,
     key text, count bigint, tokens_in bigint, tokens_out bigint, latency_sum double precision,
-    sketch jsonb
+    sketch jsonb, cost_nano bigint, cost_records bigint, cost_unknown bigint
 ) ON COMMIT DELETE ROWS;
-TRUNCATE rollup_stage
+TRUNCATE {_ROLLUP_STAGE_TABLE}
 """
 
 
@@ -226,21 +235,23 @@ def write_rollups(grains: dict[str, dict[tuple, Cell]]) -> None:
             sketch = sketches.get((project, grain, bucket, kind, agent, model, key), "{}")
             rows.append((
                 project, grain, bucket, kind, agent, model, key, cell.count, cell.tokens_in,
-                cell.tokens_out, cell.latency_sum, sketch,
+                cell.tokens_out, cell.latency_sum, sketch, cell.cost_nano, cell.cost_records,
+                cell.cost_unknown,
             ))  # fmt: skip
     conflict = _ROLLUP_CONFLICT[connection.vendor]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(_ROLLUP_STAGE)
-            with cursor.cursor.copy(f"COPY rollup_stage ({_ROLLUP_COLUMNS}) FROM STDIN") as copy:
+            copy_sql = f"COPY {_ROLLUP_STAGE_TABLE} ({_ROLLUP_COLUMNS}) FROM STDIN"
+            with cursor.cursor.copy(copy_sql) as copy:
                 for row in rows:
                     copy.write_row(row)
             cursor.execute(
                 f"INSERT INTO {_ROLLUP} ({_ROLLUP_COLUMNS}) SELECT {_ROLLUP_COLUMNS} "
-                f"FROM rollup_stage {conflict}"
+                f"FROM {_ROLLUP_STAGE_TABLE} {conflict}"
             )
         else:
-            placeholders = ", ".join(["%s"] * 12)
+            placeholders = ", ".join(["%s"] * _ROLLUP_WIDTH)
             cursor.executemany(
                 f"INSERT INTO {_ROLLUP} ({_ROLLUP_COLUMNS}) VALUES ({placeholders}) {conflict}",
                 [(*row[:2], db_time(row[2]), *row[3:]) for row in rows],
@@ -306,32 +317,34 @@ _RUN_SET = """
     has_fallback = r.has_fallback OR v.fallback,
     has_error = r.has_error OR v.error,
     has_contract_break = r.has_contract_break OR v.contract_break,
-    has_violation = r.has_violation OR v.violation
-"""
-
-
-_RUN_STAGE = """
-CREATE TEMP TABLE IF NOT EXISTS run_stage (
-    project_id bigint, run_id text, n bigint, first_ts timestamptz, last_ts timestamptz,
-    agent text, kinds jsonb, models jsonb, swap boolean, fallback boolean, error boolean,
-    contract_break boolean, violation boolean
-) ON COMMIT DELETE ROWS;
-TRUNCATE run_stage
+    has_violation = r.has_violation OR v.violation,
+    cost_nano = r.cost_nano + v.cost_nano,
+    cost_unknown = r.cost_unknown + v.cost_unknown
 """
 
 
 _RUN_STAGE_COLUMNS = (
     "project_id, run_id, n, first_ts, last_ts, agent, kinds, models, swap, fallback, error, "
-    "contract_break, violation"
+    "contract_break, violation, cost_nano, cost_unknown"
 )
+_RUN_STAGE_TABLE = f"run_stage_{_RUN_STAGE_COLUMNS.count(',') + 1}"
+_RUN_STAGE = f"""
+CREATE TEMP TABLE IF NOT EXISTS {_RUN_STAGE_TABLE} (
+    project_id bigint, run_id text, n bigint, first_ts timestamptz, last_ts timestamptz,
+    agent text, kinds jsonb, models jsonb, swap boolean, fallback boolean, error boolean,
+    contract_break boolean, violation boolean, cost_nano bigint, cost_unknown bigint
+) ON COMMIT DELETE ROWS;
+TRUNCATE {_RUN_STAGE_TABLE}
+"""
 
 
 _RUN_UPDATE = f"""
 WITH before AS (
-    SELECT r.id, r.agent, r.record_count, r.last_ts FROM {RUN_TABLE} AS r JOIN run_stage AS v
+    SELECT r.id, r.agent, r.record_count, r.last_ts
+    FROM {RUN_TABLE} AS r JOIN {_RUN_STAGE_TABLE} AS v
     ON r.project_id = v.project_id AND r.run_id = v.run_id
 ), updated AS (
-    UPDATE {RUN_TABLE} AS r SET {_RUN_SET} FROM run_stage AS v
+    UPDATE {RUN_TABLE} AS r SET {_RUN_SET} FROM {_RUN_STAGE_TABLE} AS v
     WHERE r.project_id = v.project_id AND r.run_id = v.run_id
     RETURNING r.id, r.project_id, r.agent, r.last_ts
 )
@@ -356,13 +369,14 @@ def merge_runs(batch: Batch) -> None:
     rows = [
         (project, run_id, sum(delta.kinds.values()), delta.first_ts, delta.last_ts, delta.agent,
          orjson.dumps(delta.kinds).decode(), orjson.dumps(delta.models).decode(),
-         *(flag in delta.flags for flag in FLAGS))
+         *(flag in delta.flags for flag in FLAGS), delta.cost_nano, delta.cost_unknown)
         for (project, run_id), delta in sorted(batch.runs.items())
     ]  # fmt: skip
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(_RUN_STAGE)
-            with cursor.cursor.copy(f"COPY run_stage ({_RUN_STAGE_COLUMNS}) FROM STDIN") as copy:
+            copy_sql = f"COPY {_RUN_STAGE_TABLE} ({_RUN_STAGE_COLUMNS}) FROM STDIN"
+            with cursor.cursor.copy(copy_sql) as copy:
                 for row in rows:
                     copy.write_row(row)
             cursor.execute(_RUN_UPDATE)
@@ -385,7 +399,7 @@ def merge_runs(batch: Batch) -> None:
                 f"UPDATE {RUN_TABLE} AS r SET {_RUN_SET} FROM (SELECT %s AS project_id, "
                 "%s AS run_id, %s AS n, %s AS first_ts, %s AS last_ts, %s AS agent, %s AS kinds, "
                 "%s AS models, %s AS swap, %s AS fallback, %s AS error, %s AS contract_break, "
-                "%s AS violation) "
+                "%s AS violation, %s AS cost_nano, %s AS cost_unknown) "
                 "AS v WHERE r.project_id = v.project_id AND r.run_id = v.run_id",
                 [(*row[:3], db_time(row[3]), db_time(row[4]), *row[5:]) for row in rows],
             )
