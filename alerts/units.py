@@ -10,6 +10,9 @@ from __future__ import annotations
 from alerts.windows import RULE_METRICS, Family
 
 UNITS = {Family.RATE: "%", Family.LATENCY: "ms", Family.COUNT: "records", Family.STREAK: "in a row"}
+# Counts that are not records: the spend metrics add up USD (records.metrics.cost_metrics).
+USD = "USD"
+METRIC_UNITS = {"cost": USD, "cost_per_run": USD}
 
 
 def family(metric: str) -> Family | None:
@@ -21,7 +24,7 @@ def is_rate(metric: str) -> bool:
 
 
 def unit(metric: str) -> str:
-    return UNITS.get(family(metric), "")
+    return METRIC_UNITS.get(metric) or UNITS.get(family(metric), "")
 
 
 def to_form(metric: str, value: float | None) -> float | None:
@@ -43,6 +46,8 @@ def display(metric: str, value: float | None) -> str:
     if value is None:
         return "no data"
     fam = family(metric)
+    if unit(metric) == USD:
+        return f"{value:,.2f} USD" if abs(value) >= 0.01 or not value else f"{value:.4g} USD"
     if fam == Family.RATE:
         return f"{value * 100:.4g} %" if value * 100 < 0.1 and value else f"{value * 100:.1f} %"
     if fam == Family.LATENCY:

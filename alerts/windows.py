@@ -72,7 +72,11 @@ MATCH_KEYS: dict[str, tuple[str, ...]] = {
     "violation_rate": ("code",),
     "violations": ("kind", "code"),
     "notices": ("code",),
+    "cost": ("provider", "kind"),
 }
+# Metrics whose runs are counted per agent, not per model (records.metrics.cost_metrics): a
+# rule reads them for an agent or the whole project.
+NOT_PER_MODEL = ("cost_per_run",)
 # A notices rule may also match the notice's `detail` fields, as {"detail.<field>": "value"}
 # beside its {"code": ...} (alerts.notices counts them).
 DETAIL = "detail."
@@ -87,7 +91,8 @@ def metric_kinds(metric: str) -> tuple[str, ...]:
 def group_bys(metric: str) -> tuple[str, ...]:
     if metric == STREAK:
         return ("model",)
-    return tuple(g for g in METRICS[metric].group_bys if g in ("model", "agent"))
+    allowed = ("agent",) if metric in NOT_PER_MODEL else ("model", "agent")
+    return tuple(g for g in METRICS[metric].group_bys if g in allowed)
 
 
 def classifier_applies(metric: str) -> bool:
@@ -136,6 +141,8 @@ def query_errors(query: Query) -> dict[str, list[str]]:
     kinds = metric_kinds(query.metric)
     if query.kind and (query.metric == STREAK or kinds and query.kind not in kinds):
         errors["kind"] = [f"{query.metric} reads: {', '.join(kinds) or 'no record kinds'}"]
+    if query.model and query.metric in NOT_PER_MODEL:
+        errors["model"] = [f"{query.metric} is kept per agent, not per model"]
     if query.agent and query.metric == STREAK:
         errors["agent"] = ["streaks are kept per model, not per agent"]
     allowed = MATCH_KEYS.get(query.metric, ())
@@ -354,18 +361,22 @@ def collapse(rows: Iterable[Row], since: datetime) -> list[Row]:
         key = (row.kind, row.agent, row.model, row.key)
         cell = cells.get(key)
         if cell is None:
-            cells[key] = [row.count, row.tokens_in, row.tokens_out, row.sketch, False]
+            cells[key] = [row.count, row.tokens_in, row.tokens_out, row.sketch, False,
+                          row.cost_nano, row.cost_records, row.cost_unknown]  # fmt: skip
             continue
         cell[0] += row.count
         cell[1] += row.tokens_in
         cell[2] += row.tokens_out
+        cell[5] += row.cost_nano
+        cell[6] += row.cost_records
+        cell[7] += row.cost_unknown
         if row.sketch:
             if not cell[4]:  # a second sketch for this key: merge into a copy, not the row's
                 cell[3], cell[4] = _sketch_copy(cell[3]), True
             merge_into(cell[3], row.sketch)
     return [
-        Row(since, *key, count, t_in, t_out, sketch)
-        for key, (count, t_in, t_out, sketch, _) in cells.items()
+        Row(since, *key, count, t_in, t_out, sketch, 0.0, *costs)
+        for key, (count, t_in, t_out, sketch, _, *costs) in cells.items()
     ]
 
 

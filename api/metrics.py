@@ -37,7 +37,7 @@ _METRIC_PARAMETERS = [
     OpenApiParameter(
         "group_by",
         str,
-        enum=["model", "agent", "reason", "kind"],
+        enum=["model", "agent", "reason", "kind", "provider"],
         description="Default: the metric's own grouping.",
     ),
     OpenApiParameter("from", OpenApiTypes.DATETIME, description="Default: `to` minus 24 h."),
@@ -53,7 +53,9 @@ class MetricView(ReadView):
         responses=OpenApiTypes.OBJECT,
         description="A metric from rollups: series per group and bucket "
         "({t, value, count}), totals per group, and the rollups' freshness for the project's "
-        "own records.",
+        "own records. The spend metrics (`cost`, `cost_per_run`) give their value in USD and "
+        "add `unknown` to each point and total: the records with usage whose price is "
+        "unknown, which the value leaves out (a group of such records only has value null).",
     )
     def get(self, request, metric: str):
         project = project_for_request(request)

@@ -12,7 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from api.openapi import RecordDataSerializer
-from records.contract.cost import describe
+from records.contract.cost import NANO_PER_USD, describe
 from records.contract.filters import HAS_FLAGS, FilterError, parse_time
 from records.contract.kinds import KIND_NAMES
 from records.store import retention
@@ -81,10 +81,20 @@ class RunSerializer(serializers.Serializer):
         child=serializers.IntegerField(), help_text="Records naming each model in the run."
     )
     has = serializers.SerializerMethodField()
+    cost_usd = serializers.SerializerMethodField(
+        help_text="The run's spend in USD: its picks' classifier usage, model calls and "
+        "reported turn costs, priced (records with no known price left out: cost_unknown)."
+    )
+    cost_unknown = serializers.IntegerField(
+        help_text="The run's records with usage whose price is unknown."
+    )
 
     @extend_schema_field(HAS_SCHEMA)
     def get_has(self, run) -> dict[str, bool]:
         return {flag: getattr(run, f"has_{flag}") for flag in HAS_FLAGS}
+
+    def get_cost_usd(self, run) -> float:
+        return run.cost_nano / NANO_PER_USD
 
 
 class RunDetailSerializer(RunSerializer):

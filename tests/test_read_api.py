@@ -123,6 +123,9 @@ def test_it_lists_runs_with_their_counters(loaded):
             "contract_break": False,
             "violation": False,
         },
+        # The pick's classifier usage, priced: the run's only record with usage.
+        "cost_usd": pytest.approx(library_usd("claude-haiku-4-5", 800, 9), rel=1e-9),
+        "cost_unknown": 0,
     }
     assert runs["run-b"]["parent_run_id"] == "run-a"
     assert runs["run-b"]["has"] == {

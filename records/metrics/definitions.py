@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,124 +32,24 @@ from records.contract.rollup_keys import (
     VIOLATION,
 )
 from records.contract.schema import SkipReason
-from records.contract.sketch import Sketch
 from records.metrics import reader
-from records.metrics.reader import Row, merge_into
+from records.metrics.accumulators import (
+    Calibration,
+    Contribution,
+    Metric,
+    Quantile,
+    Rate,
+    Spend,
+    SpendPerRun,
+    Total,
+)
+from records.metrics.cost_metrics import COST_METRICS
+from records.metrics.reader import Row
 from records.models import Grain, StreakSegment
 
 SKIP_REASONS: tuple[str, ...] = SkipReason.__args__
 INTERVALS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
 MAX_POINTS = 20_000
-
-
-# --- accumulators -------------------------------------------------------------------------
-class Rate:
-    """numerator / denominator; `count` is the denominator (the records behind the rate)."""
-
-    def __init__(self) -> None:
-        self.num = 0
-        self.den = 0
-
-    def add(self, num: int, den: int) -> None:
-        self.num += num
-        self.den += den
-
-    def merge(self, other: Rate) -> None:
-        self.add(other.num, other.den)
-
-    def result(self) -> tuple[float | None, int]:
-        return (self.num / self.den if self.den else None), self.den
-
-
-class Total:
-    def __init__(self) -> None:
-        self.value = 0
-        self.count = 0
-
-    def add(self, value: int, count: int) -> None:
-        self.value += value
-        self.count += count
-
-    def merge(self, other: Total) -> None:
-        self.add(other.value, other.count)
-
-    def result(self) -> tuple[float | None, int]:
-        return self.value, self.count
-
-
-class Quantile:
-    def __init__(self, q: float) -> None:
-        self.q = q
-        self.sketch = Sketch()
-
-    def add(self, sketch: Sketch | dict, _: int = 0) -> None:
-        merge_into(self.sketch, sketch)
-
-    def merge(self, other: Quantile) -> None:
-        self.sketch.merge(other.sketch)
-
-    def result(self) -> tuple[float | None, int]:
-        value = self.sketch.quantile(self.q)
-        return (round(value, 6) if value is not None else None), self.sketch.count
-
-
-class Calibration:
-    """Expected calibration error over confidence bins
-    (records.catchup.tool_funnel.SELECTION_LINK rows): sum over bins of (decisions in the bin /
-    decisions) * |observed agreement - mean confidence|; `count` is the decisions behind it
-    (those whose outcome gave firstAgrees)."""
-
-    is_rate = True  # a share in [0, 1]: alert rules read it as a rate (alerts.windows)
-
-    def __init__(self) -> None:
-        self.bins: dict[int, list[int]] = {}  # bin -> [decisions, agreeing, confidence in 1e-6]
-
-    def add(self, bin_: int, n: int, agreeing: int, micro: int) -> None:
-        cell = self.bins.setdefault(bin_, [0, 0, 0])
-        cell[0] += n
-        cell[1] += agreeing
-        cell[2] += micro
-
-    def merge(self, other: Calibration) -> None:
-        for bin_, (n, agreeing, micro) in other.bins.items():
-            self.add(bin_, n, agreeing, micro)
-
-    def remove(self, other: Calibration) -> None:
-        for bin_, (n, agreeing, micro) in other.bins.items():
-            self.add(bin_, -n, -agreeing, -micro)
-
-    def reliability(self) -> list[tuple[int, int, float, float]]:
-        """[(bin, decisions, observed agreement, mean confidence)] of the bins with decisions."""
-        return [
-            (bin_, n, agreeing / n, micro / n / 1_000_000)
-            for bin_, (n, agreeing, micro) in sorted(self.bins.items())
-            if n
-        ]
-
-    def result(self) -> tuple[float | None, int]:
-        total = sum(n for n, _, _ in self.bins.values())
-        if not total:
-            return None, 0
-        error = sum(n / total * abs(agree - conf) for _, n, agree, conf in self.reliability())
-        return round(error, 9), total
-
-
-# --- metric definitions ---------------------------------------------------------------------
-# A contribution function maps one row to [(natural group, add-args)]; the accumulator's add()
-# takes the add-args. Several contributions per row let one row feed several groups.
-Contribution = Callable[[Row], Iterable[tuple[dict, tuple]]]
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    kinds: tuple[str, ...]
-    make: Callable[[], Any]
-    contribute: Contribution
-    group_bys: tuple[str, ...] = ("model", "agent")
-    doc: str = ""
-    # A group_by whose rows contribute differently, e.g. every pick feeds every skip reason.
-    variants: tuple[tuple[str, Contribution], ...] = ()
 
 
 def _latency(q: float, kinds: tuple[str, ...], group: Callable[[Row], dict], name: str, doc: str):
@@ -426,8 +325,22 @@ METRICS: dict[str, Metric] = {
             group_bys=("kind", "model", "agent"),
             doc="Records received, by kind.",
         ),
+        *COST_METRICS,
     )
 }
+
+__all__ = [
+    "METRICS",
+    "Calibration",
+    "Contribution",
+    "Metric",
+    "Quantile",
+    "Rate",
+    "Row",
+    "Spend",
+    "SpendPerRun",
+    "Total",
+]
 
 
 class MetricError(ValueError):
@@ -469,8 +382,14 @@ def fold_metric(
     kinds = set(metric.kinds)
     contribute = dict(metric.variants).get(group_by, metric.contribute)
     points: dict[tuple, dict[datetime, Any]] = defaultdict(dict)
+    shared: dict[datetime, Any] = {}  # Metric.shared_kinds' rows, by bucket
+    share = group_by not in metric.shared_split
     for row in rows:
         if kinds and row.kind not in kinds:
+            continue
+        if share and row.kind in metric.shared_kinds:
+            for _, args in contribute(row):
+                shared.setdefault(row.bucket, metric.make()).add(*args)
             continue
         for group, args in contribute(row):
             if models and group.get("model", row.model) not in models:
@@ -487,6 +406,11 @@ def fold_metric(
                 acc = points[group_key][row.bucket] = metric.make()
             acc.add(*args)
 
+    if shared and not points and group_by is None:
+        points[()] = {}  # runs but no spend: the one natural group still answers
+    for by_time in points.values():
+        for t, acc in shared.items():
+            by_time.setdefault(t, metric.make()).merge(acc)
     series, totals = [], []
     for group_key in sorted(points):
         by_time = points[group_key]
@@ -495,11 +419,11 @@ def fold_metric(
         for t in sorted(by_time):
             value, count = by_time[t].result()
             total.merge(by_time[t])
-            out.append({"t": t, "value": value, "count": count})
+            out.append({"t": t, "value": value, "count": count, **_extra(by_time[t])})
         value, count = total.result()
         group = api_group(dict(group_key))
         series.append({"group": group, "points": out})
-        totals.append({"group": group, "value": value, "count": count})
+        totals.append({"group": group, "value": value, "count": count, **_extra(total)})
     return {
         "metric": name,
         "interval": interval,
@@ -508,6 +432,12 @@ def fold_metric(
         "series": series,
         "totals": totals,
     }
+
+
+def _extra(acc: Any) -> dict:
+    """What an accumulator adds beside value and count (Spend: its unknown records)."""
+    extra = getattr(acc, "extra", None)
+    return extra() if extra is not None else {}
 
 
 def api_group(group: dict) -> dict:

@@ -52,6 +52,11 @@ class Row:
     # The summed latency_sum column, when read with `latency_sums` (records.catchup.tool_funnel
     # keeps the ranked tools' score sums there); 0.0 otherwise.
     latency_sum: float = 0.0
+    # Spend in nano-USD, records with usage, and those of them with no known price
+    # (records.contract.cost); 0 for the kinds that carry no usage.
+    cost_nano: int = 0
+    cost_records: int = 0
+    cost_unknown: int = 0
 
 
 def as_sketch(value: Sketch | dict) -> Sketch:
@@ -172,9 +177,7 @@ def _summed(
 ) -> list[Row]:
     """Rows of `where` summed by the database over the columns not in `keep`."""
     kept = ", ".join('CAST("bucket" AS text)' if c == "bucket" else f'"{c}"' for c in keep)
-    sums = 'CAST(SUM("count") AS bigint), CAST(SUM("tokens_in") AS bigint), ' + (
-        'CAST(SUM("tokens_out") AS bigint)'
-    )
+    sums = ", ".join(f'CAST(SUM("{c}") AS bigint)' for c in _SUMMED)
     if latency_sums:
         sums += ', SUM("latency_sum")'
     # SUM of a bigint is a numeric, which psycopg would hand over as a Decimal per value.
@@ -185,8 +188,8 @@ def _summed(
     )
     if keep == COLUMNS and not latency_sums:  # the common case, unpacked as it comes
         return [
-            Row(bucket_of(b), kind, agent, model, key, n, t_in, t_out, {})
-            for b, kind, agent, model, key, n, t_in, t_out in summed
+            Row(bucket_of(b), kind, agent, model, key, n, t_in, t_out, {}, 0.0, c, c_n, c_u)
+            for b, kind, agent, model, key, n, t_in, t_out, c, c_n, c_u in summed
         ]
     places = _places(keep)
     width = len(keep)
@@ -194,9 +197,14 @@ def _summed(
     for values in summed:
         if not keep and values[0] is None:
             continue  # no row at all: SUM over nothing is one row of NULLs
-        latency_sum = float(values[width + 3] or 0.0) if latency_sums else 0.0
-        out.append(_row(values, places, first, *values[width : width + 3], {}, latency_sum))
+        n, t_in, t_out, *costs = values[width : width + len(_SUMMED)]
+        latency_sum = float(values[width + len(_SUMMED)] or 0.0) if latency_sums else 0.0
+        out.append(_row(values, places, first, n, t_in, t_out, {}, latency_sum, *costs))
     return out
+
+
+# The columns a read adds up, in the order a Row holds them.
+_SUMMED = ("count", "tokens_in", "tokens_out", "cost_nano", "cost_records", "cost_unknown")
 
 
 def _with_sketches(
@@ -204,28 +212,32 @@ def _with_sketches(
 ) -> list[Row]:
     stored = _fetch(
         'SELECT CAST("bucket" AS text), "kind", "agent", "model", "key", "count", "tokens_in", '
-        f'"tokens_out", CAST("sketch" AS text) FROM {_TABLE} {where}',
+        f'"tokens_out", "cost_nano", "cost_records", "cost_unknown", CAST("sketch" AS text) '
+        f"FROM {_TABLE} {where}",
         params,
     )
     if keep == COLUMNS:
         load = _sketch if parse else orjson.loads
         return [
-            Row(bucket_of(b), kind, agent, model, key, n, t_in, t_out, load(text))
-            for b, kind, agent, model, key, n, t_in, t_out, text in stored
+            Row(bucket_of(b), kind, agent, model, key, n, t_in, t_out, load(text), 0.0, c, cn, cu)
+            for b, kind, agent, model, key, n, t_in, t_out, c, cn, cu, text in stored
         ]
     # Summed here: merge each kept cell's sketches (into a copy, never a stored row's).
     kept_at = [COLUMNS.index(c) for c in keep]
     cells: dict[tuple, list] = {}
-    for *values, n, t_in, t_out, text in stored:
+    for *values, n, t_in, t_out, c, cn, cu, text in stored:
         cell_key = tuple(values[i] for i in kept_at)
         cell = cells.get(cell_key)
         if cell is None:
-            cells[cell_key] = [n, t_in, t_out, _sketch(text)]
+            cells[cell_key] = [n, t_in, t_out, _sketch(text), 0.0, c, cn, cu]
             continue
         cell[0] += n
         cell[1] += t_in
         cell[2] += t_out
         cell[3].merge_stored(orjson.loads(text))
+        cell[5] += c
+        cell[6] += cn
+        cell[7] += cu
     places = _places(keep)
     return [_row(kept, places, first, *cell) for kept, cell in cells.items()]
 
@@ -235,7 +247,7 @@ def _places(keep: tuple[str, ...]) -> tuple[int | None, ...]:
     return tuple(keep.index(c) if c in keep else None for c in COLUMNS)
 
 
-def _row(kept, places, first: datetime, n, t_in, t_out, sketch, latency_sum=0.0) -> Row:
+def _row(kept, places, first: datetime, n, t_in, t_out, sketch, latency_sum=0.0, *costs) -> Row:
     """A Row of the kept values (placed by _places): a column not kept is the range's first
     bucket or ""."""
     b, kind, agent, model, key = places
@@ -245,7 +257,7 @@ def _row(kept, places, first: datetime, n, t_in, t_out, sketch, latency_sum=0.0)
         kept[agent] if agent is not None else "",
         kept[model] if model is not None else "",
         kept[key] if key is not None else "",
-        n, t_in, t_out, sketch, latency_sum,
+        n, t_in, t_out, sketch, latency_sum, *costs,
     )  # fmt: skip
 
 
