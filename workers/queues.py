@@ -6,7 +6,8 @@ Three kinds of work with different clocks, so that none waits behind another:
   the alert evaluation tick, export expiry. Never behind a long job.
 - `notifications`: alert deliveries, each bounded by the transport's timeout (10 s) and retried
   with backoff; a slow webhook must hold up neither the rollups nor an export.
-- `exports`: export jobs, minutes long at a million records.
+- `exports`: export jobs, minutes long at a million records, and re-pricing after a price
+  override changed (as long, over a busy model's records).
 
 A plain `celery -A config worker` consumes all three (TASK_QUEUES), so that a newcomer's one
 worker runs everything; `--queues` narrows a worker to some of them. `manage.py serve` runs a
@@ -38,4 +39,5 @@ TASK_QUEUES = [KombuQueue(q.value, Exchange(q.value), routing_key=q.value) for q
 ROUTES = {
     "workers.tasks.deliver_notification_task": {"queue": Queue.NOTIFICATIONS},
     "workers.tasks.export_task": {"queue": Queue.EXPORTS},
+    "workers.tasks.reprice_override_task": {"queue": Queue.EXPORTS},
 }

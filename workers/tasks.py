@@ -8,8 +8,10 @@ often fix. Anything else is a bug a retry would only repeat.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from celery import shared_task
+from django.db import transaction
 
 from alerts import delivery, engine
 from alerts.transports import TransportError
@@ -94,3 +96,27 @@ def enqueue_delivery(event_id: int, channel_id: int) -> None:
 @shared_task(ignore_result=True)
 def evaluate_alerts_task() -> None:
     count_alert_tick(engine.evaluate_all(enqueue=enqueue_delivery))
+
+
+@shared_task(bind=True, ignore_result=True, max_retries=CATCH_UP_RETRIES)
+def reprice_override_task(self, project_id: int, model: str, provider: str, since_iso: str):
+    try:
+        catchup.reprice(project_id, model, provider, datetime.fromisoformat(since_iso))
+    except (*DATABASE_UNAVAILABLE, catchup.LanesChanging) as exc:
+        # Each chunk is its own transaction and pricing again is idempotent: a retry redoes
+        # the chunk the error cut short and finds the earlier ones already priced.
+        raise self.retry(exc=exc, countdown=catch_up_backoff(self.request.retries)) from None
+
+
+def enqueue_reprice(project_id: int, model: str, provider: str, since: datetime) -> None:
+    """Price the project's records of `model` (from `provider`, "" for any) from `since` on
+    again, once the transaction that changed its price override commits (on none, at once)."""
+    args = (project_id, model, provider or "", since.isoformat())
+
+    def send() -> None:
+        try:
+            reprice_override_task.apply_async(args, retry=False)
+        except Exception:  # the override is saved: say loudly which records keep the old price
+            log.exception("could not enqueue the re-pricing of %s; records keep their cost", args)
+
+    transaction.on_commit(send)

@@ -14,7 +14,9 @@ records.metrics.definitions and never imports its modules:
 - tool_funnel: the tool decisions of picks, outcomes and turns;
 - streak_fold: the contract-broken streaks, recomputed minute by minute;
 - housekeeping: ANALYZE and VACUUM of what the catch-up grows and churns;
-- rebuild: every rollup dropped and folded again from the records.
+- rebuild: every rollup dropped and folded again from the records;
+- reprice: records priced again after a price override changed, what was folded moved by the
+  difference (`reprice()`, the workers' re-pricing task).
 
 docs/architecture.md draws the way a record travels; docs/decisions/ holds why it is built so.
 """
@@ -41,6 +43,7 @@ from records.catchup.passes import (
     catch_up,
     run_pass,
 )
+from records.catchup.reprice import LanesChanging, reprice
 from records.catchup.streak_fold import (
     STREAK_COST_SHARE,
     STREAK_SETTLE_SECONDS,
@@ -54,6 +57,7 @@ __all__ = [
     "STREAK_COST_SHARE",
     "STREAK_SETTLE_SECONDS",
     "WATERMARK",
+    "LanesChanging",
     "PassResult",
     "analyze_if_grown",
     "catch_up",
@@ -64,6 +68,7 @@ __all__ = [
     "lane_of",
     "lane_watermarks",
     "parse_lane_name",
+    "reprice",
     "run_pass",
     "streaks_folded_name",
     "vacuum_if_churned",
