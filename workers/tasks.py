@@ -102,7 +102,7 @@ def evaluate_alerts_task() -> None:
 def reprice_override_task(self, project_id: int, model: str, provider: str, since_iso: str):
     try:
         catchup.reprice(project_id, model, provider, datetime.fromisoformat(since_iso))
-    except (*DATABASE_UNAVAILABLE, catchup.LanesChanging) as exc:
+    except DATABASE_UNAVAILABLE as exc:
         # Each chunk is its own transaction and pricing again is idempotent: a retry redoes
         # the chunk the error cut short and finds the earlier ones already priced.
         raise self.retry(exc=exc, countdown=catch_up_backoff(self.request.retries)) from None

@@ -43,7 +43,7 @@ from records.catchup.passes import (
     catch_up,
     run_pass,
 )
-from records.catchup.reprice import LanesChanging, reprice
+from records.catchup.reprice import reprice
 from records.catchup.streak_fold import (
     STREAK_COST_SHARE,
     STREAK_SETTLE_SECONDS,
@@ -57,7 +57,6 @@ __all__ = [
     "STREAK_COST_SHARE",
     "STREAK_SETTLE_SECONDS",
     "WATERMARK",
-    "LanesChanging",
     "PassResult",
     "analyze_if_grown",
     "catch_up",

@@ -254,6 +254,12 @@ def _collector_paused():
         gc.enable()
 
 
+def ensure_lanes(lanes: int) -> None:
+    """Make the catch-up's lanes `lanes` of them (the first pass's job, or a switch's), for work
+    that holds a lane's row as a pass does (records.catchup.reprice) before any pass ran."""
+    _switch_lanes(lanes, DEFAULT_BATCH)
+
+
 def _switch_lanes(lanes: int, batch_size: int) -> None:
     """Make the lanes `lanes` of them, without losing or double-counting a record.
 

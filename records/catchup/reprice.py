@@ -26,6 +26,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from records.catchup.lanes import configured_lanes, lock_watermark
+from records.catchup.passes import ensure_lanes
 from records.catchup.sql_helpers import db_time
 from records.contract.buckets import truncate
 from records.contract.cost import Cost, price
@@ -40,11 +41,6 @@ CHUNK = 5_000
 _GRAINS = (Grain.MINUTE, Grain.HOUR, Grain.DAY)
 
 
-class LanesChanging(RuntimeError):
-    """The catch-up is switching its lane count: there is no lane to lock until it is done.
-    A retry a few seconds later succeeds."""
-
-
 def reprice(project_id: int, model: str, provider: str, since: datetime) -> int:
     """Price again the project's records of `model` (from `provider`; any when "") with a ts
     from `since` on; returns how many records changed cost."""
@@ -54,12 +50,16 @@ def reprice(project_id: int, model: str, provider: str, since: datetime) -> int:
         with transaction.atomic():
             lanes = configured_lanes()
             watermark = lock_watermark(project_id % lanes, lanes)
-            if watermark is None:
-                raise LanesChanging(f"no catch-up lane of {lanes} to hold")
-            records = _chunk(project_id, model, provider, since, after)
-            if not records:
-                return changed
-            changed += _reprice_chunk(project_id, records, watermark.last_id)
+            if watermark is not None:
+                records = _chunk(project_id, model, provider, since, after)
+                if not records:
+                    return changed
+                changed += _reprice_chunk(project_id, records, watermark.last_id)
+        if watermark is None:
+            # No lanes of this count yet (no pass ran, or the count is changing): make them as
+            # a pass would, then hold one.
+            ensure_lanes(lanes)
+            continue
         after = (records[-1].ts, records[-1].id)
         if len(records) < CHUNK:
             log.info("re-priced %s records of %s (%s) from %s", changed, model, provider, since)
