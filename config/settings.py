@@ -365,6 +365,14 @@ DECISIONBOARD = {
     # A replica (DATABASE_REPLICA_URL) further behind the primary than this is not read: the
     # reads go to the primary until it catches up (config.replicas).
     "REPLICA_MAX_LAG_SECONDS": env_int("DECISIONBOARD_REPLICA_MAX_LAG_SECONDS", 30, minimum=0),
+    # Model prices come from the snapshot the installed genai-prices ships. With this on, each
+    # web and worker process also fetches newer prices from PRICES_UPDATE_URL every hour; off by
+    # default, since many installations have no way out to the internet.
+    "PRICES_UPDATE": env_bool("DECISIONBOARD_PRICES_UPDATE", False),
+    "PRICES_UPDATE_URL": env_str(
+        "DECISIONBOARD_PRICES_UPDATE_URL",
+        "https://raw.githubusercontent.com/pydantic/genai-prices/refs/heads/main/prices/new_data/v2/data.json",
+    ),
     # The name of this machine in heartbeats, /metrics and `manage.py doctor` (several hosts
     # sharing one database and Redis); the system's host name when unset.
     "HOSTNAME": NAMED_HOST or socket.gethostname(),

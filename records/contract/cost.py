@@ -184,7 +184,8 @@ class _UnitRates:
 
 
 def _library_nano(usage: Usage, ts: datetime) -> int | None:
-    found = _find_model(usage.provider, usage.model)
+    snapshot = data_snapshot.get_snapshot()
+    found = _find_model(usage.provider, usage.model, id(snapshot))
     if found is None:
         return None
     provider, model = found
@@ -206,10 +207,11 @@ def _library_nano(usage: Usage, ts: datetime) -> int | None:
 
 @functools.lru_cache(maxsize=4096)
 def _find_model(
-    provider: str | None, model: str
+    provider: str | None, model: str, snapshot_id: int
 ) -> tuple[price_types.Provider, price_types.ModelInfo] | None:
     """genai-prices' provider and model for a record's names: the provider as named (or its
-    alias), else whichever provider the library finds by the model name alone."""
+    alias), else whichever provider the library finds by the model name alone. Cached per
+    snapshot: a fetch (DECISIONBOARD_PRICES_UPDATE) brings a new one."""
     snapshot = data_snapshot.get_snapshot()
     name = provider.lower() if provider else None
     candidates = [PROVIDER_ALIASES.get(name, name)] if name else []

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+
+from django.conf import settings
+from genai_prices import UpdatePrices
 
 from records.contract.cost import Override, price
 from records.contract.normalise import NormalisedRecord
@@ -29,6 +33,7 @@ def as_override(row: PriceOverride) -> Override:
 def price_records(project_id: int, records: Sequence[NormalisedRecord]) -> None:
     """Set cost_nano and cost_source on the records that carry usage; the overrides are read
     only when a record has usage and no reported cost."""
+    keep_prices_fresh()
     overrides: list[Override] | None = None
     for record in records:
         usage = record.usage
@@ -38,3 +43,25 @@ def price_records(project_id: int, records: Sequence[NormalisedRecord]) -> None:
             overrides = project_overrides(project_id)
         cost = price(usage, record.ts, overrides or ())
         record.cost_nano, record.cost_source = cost.nano, cost.source
+
+
+# The fetcher of this process, with the process it was started in (a forked child starts its own).
+_FETCHER: dict[int, UpdatePrices] = {}
+
+
+def keep_prices_fresh() -> None:
+    """With DECISIONBOARD_PRICES_UPDATE on, fetch newer prices in the background of this
+    process (genai-prices' own thread, hourly); a failed fetch keeps the prices in use. Started
+    on first use, after a server forked its workers, so each process runs its own thread."""
+    options = settings.DECISIONBOARD
+    if not options["PRICES_UPDATE"] or os.getpid() in _FETCHER:
+        return
+    fetcher = _FETCHER[os.getpid()] = UpdatePrices(url=options["PRICES_UPDATE_URL"])
+    fetcher.start()
+
+
+def stop_fetching_prices() -> None:
+    """Stop this process's fetcher, if one runs (the prices it fetched stay in use)."""
+    fetcher = _FETCHER.pop(os.getpid(), None)
+    if fetcher is not None:
+        fetcher.stop()
