@@ -48,12 +48,14 @@ EVENT_KEYSET = Keyset((("id", int),), descending=True)
 class CanManageAlerts(CanRead):
     """Reads as CanRead; writes need the `all` scope, or a session (scoped by the queryset)."""
 
+    write_message = "Changing alert rules needs an API key with the `all` scope."
+
     def has_permission(self, request, view) -> bool:
         if not super().has_permission(request, view):
             return False
         if request.method in SAFE_METHODS or not isinstance(request.auth, ApiKey):
             return True
-        self.message = "Changing alert rules needs an API key with the `all` scope."
+        self.message = self.write_message
         return request.auth.scope == ApiKey.Scope.ALL
 
 
@@ -185,7 +187,7 @@ class ProjectItemViewSet(viewsets.ModelViewSet):
         serializer.save(project=serializer.context["project"])
 
 
-def _list_schema(summary: str, name: str, serializer: type, operation_id: str) -> dict:
+def list_schema(summary: str, name: str, serializer: type, operation_id: str) -> dict:
     """The OpenAPI description of a ProjectItemViewSet's list (extend_schema_view)."""
     return {
         "list": extend_schema(
@@ -210,7 +212,7 @@ def _list_schema(summary: str, name: str, serializer: type, operation_id: str) -
 
 
 @extend_schema_view(
-    **_list_schema(
+    **list_schema(
         "List the project's alert rules with each group's state", "AlertRulePage",
         AlertRuleSerializer, "alert_rules_list",
     )
@@ -283,7 +285,7 @@ class AlertChannelSerializer(RejectUnknownFields, serializers.ModelSerializer):
 
 
 @extend_schema_view(
-    **_list_schema(
+    **list_schema(
         "List the project's alert channels",
         "AlertChannelPage",
         AlertChannelSerializer,

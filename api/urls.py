@@ -8,6 +8,7 @@ from api.export_endpoints import ExportDownloadView, ExportJobListView, ExportJo
 from api.metrics import MetricView, StreakView
 from api.openapi import DecisionboardSchemaView
 from api.otlp import OtlpTracesView
+from api.price_overrides import PriceOverrideViewSet
 from api.read import RecordsView, RunDetailView, RunListView
 
 urlpatterns = [
@@ -27,10 +28,12 @@ urlpatterns = [
     path("otlp/v1/traces", OtlpTracesView.as_view(), name="api-otlp-traces"),
 ]
 
-# /alert-rules[/{id}] and /alert-channels[/{id}[/enable]], no trailing slash like the others.
+# /alert-rules[/{id}], /alert-channels[/{id}[/enable]] and /price-overrides[/{id}], no trailing
+# slash like the others.
 alert_rules = SimpleRouter(trailing_slash=False)
 alert_rules.register("alert-rules", AlertRuleViewSet, basename="api-alert-rules")
 alert_rules.register("alert-channels", AlertChannelViewSet, basename="api-alert-channels")
+alert_rules.register("price-overrides", PriceOverrideViewSet, basename="api-price-overrides")
 urlpatterns += [
     *alert_rules.urls,
     path("alert-events", AlertEventListView.as_view(), name="api-alert-events"),
