@@ -1,5 +1,6 @@
 """The objects of startup are out of the garbage collector's full walks (ops/heap.py), in web
-processes (gunicorn.conf.py's post_worker_init) and Celery pool processes (worker_process_init).
+processes (gunicorn.conf.py's post_worker_init), Celery pool processes (worker_process_init) and
+the OTLP/gRPC receiver (`manage.py serve_otlp_grpc`).
 
 Each runs in a fresh interpreter: freezing the test process's objects would keep whatever the
 other tests leave behind for the rest of the run."""
@@ -57,6 +58,24 @@ def test_a_celery_pool_process_freezes_what_it_started_with():
         "worker_process_init.send(sender=None)"
     )
     assert got["frozen"] > 0.9 * got["before"]
+    assert got["walked"] < got["frozen"] / 10, got
+
+
+def test_the_otlp_grpc_receiver_freezes_what_it_serves_with():
+    # The command serves until SIGTERM: sent once it listens and handles the signal.
+    got = _probe(
+        "import signal, threading, time\n"
+        "from django.core.management import call_command\n"
+        "from workers.processes import free_port\n"
+        "def stop():\n"
+        "    while signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:\n"
+        "        time.sleep(0.05)\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "threading.Thread(target=stop, daemon=True).start()\n"
+        "call_command('serve_otlp_grpc', '--port', str(free_port()), '--grace', '0',\n"
+        "             stdout=sys.stderr)"
+    )
+    assert got["frozen"] > got["before"]
     assert got["walked"] < got["frozen"] / 10, got
 
 

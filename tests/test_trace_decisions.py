@@ -80,3 +80,37 @@ def test_hostile_openinference_spans_are_stored_or_rejected_with_a_reason():
     bare = next(json.loads(r.data_json) for r in calls
                 if json.loads(r.data_json)["otel"]["span"] == "no ids")  # fmt: skip
     assert bare["otel"]["missing"] == ["llm.provider (or llm.system)", "llm.model_name"]
+
+
+def test_spans_of_one_export_read_their_tools_as_each_would_alone():
+    def turns(*spans):
+        result = otlp.normalise_export(export(*spans), now=NOW)
+        found = {}
+        for record in result.records:
+            data = json.loads(record.data_json)
+            if record.kind == "turn":
+                found[data["otel"]["span"]] = (data.get("offered"), data["toolCalls"])
+        return found, result.error_message
+
+    call = "llm.output_messages.0.message.tool_calls.0.tool_call.function.name"
+    schema = tools("search")["llm.tools.0.tool.json_schema"]
+    spans = [
+        span("a", llm(**tools("search", "refund"), **{call: "refund"}), start_ms=0),
+        span("b", llm(**tools("refund", "search"), **{call: "search"}), start_ms=10),
+        span("c", llm(**{"llm.tools.0.tool.json_schema": "{not json",
+                         "llm.tools.1.tool.json_schema": schema,
+                         "llm.tools.01.tool.name": "lookup", call: "lookup"}), start_ms=20),
+        span("d", llm(**{"llm.tools.1.tool.json_schema": "{not json", call: "search"}),
+             start_ms=30),
+    ]  # fmt: skip
+    together, message = turns(*spans)
+    alone = {}
+    for one in spans:
+        found, _ = turns(one)
+        alone.update(found)
+    assert together == alone
+    assert together["a"] == (["search", "refund"], [{"name": "refund"}])
+    # llm.tools.01 is index 1: its name wins over the schema there.
+    assert together["c"][0] == ["lookup"]
+    assert "'c': llm.tools.0.tool.json_schema is not JSON" in message
+    assert "'d': llm.tools.1.tool.json_schema is not JSON" in message

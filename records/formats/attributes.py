@@ -14,18 +14,57 @@ MAX_INDEX = 100_000
 
 def indexed(attributes: dict[str, Any], prefix: str) -> list[tuple[int, dict[str, Any]]]:
     """`prefix.0.a`, `prefix.0.b`, `prefix.1.a` → [(0, {"a", "b"}), (1, {"a"})], by index."""
-    out: dict[int, dict[str, Any]] = {}
-    start = len(prefix)
-    for key, value in attributes.items():
-        if not key.startswith(prefix):
-            continue
-        number, dot, rest = key[start:].partition(".")
-        if not dot or not rest or not number.isascii() or not number.isdigit():
-            continue
-        if len(number) > 6 or int(number) > MAX_INDEX:
-            continue
-        out.setdefault(int(number), {})[rest] = value
-    return sorted(out.items())
+    return IndexedKeys((prefix,)).lists(attributes)[0]
+
+
+class IndexedKeys:
+    """indexed() for several prefixes (none the start of another) in one pass, remembering where
+    each key falls: the spans of one export repeat the same keys (an agent offers the same tools
+    on every call), so each key is taken apart once rather than once per span."""
+
+    __slots__ = ("prefixes", "_places")
+
+    # Keys remembered at most: beyond, a key is taken apart each time (a hostile export may
+    # send every key once).
+    MAX_KEYS = 4096
+
+    def __init__(self, prefixes: tuple[str, ...]):
+        self.prefixes = prefixes
+        # key → (which prefix, index, the rest of the key), or None when it is none of theirs.
+        self._places: dict[str, tuple[int, int, str] | None] = {}
+
+    def lists(self, attributes: dict[str, Any]) -> list[list[tuple[int, dict[str, Any]]]]:
+        """For each prefix, what indexed(attributes, prefix) answers."""
+        found: list[dict[int, dict[str, Any]]] = [{} for _ in self.prefixes]
+        places = self._places
+        for key, value in attributes.items():
+            try:
+                place = places[key]
+            except KeyError:
+                place = self._place(key)
+                if len(places) < self.MAX_KEYS:
+                    places[key] = place
+            if place is None:
+                continue
+            which, index, rest = place
+            group = found[which].get(index)
+            if group is None:
+                group = found[which][index] = {}
+            group[rest] = value
+        return [sorted(lists.items()) if lists else [] for lists in found]
+
+    def _place(self, key: str) -> tuple[int, int, str] | None:
+        if not key.startswith(self.prefixes):
+            return None
+        for which, prefix in enumerate(self.prefixes):
+            if key.startswith(prefix):
+                number, dot, rest = key[len(prefix) :].partition(".")
+                if not dot or not rest or not number.isascii() or not number.isdigit():
+                    return None
+                if len(number) > 6 or int(number) > MAX_INDEX:
+                    return None
+                return which, int(number), rest
+        return None
 
 
 def json_value(value: Any) -> Any:

@@ -10,11 +10,12 @@ guardrails, evaluators, prompts) carry no decision: they are counted as seen.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from records.formats.attributes import (
+    IndexedKeys,
     count,
-    indexed,
     json_value,
     status_in_message,
     text,
@@ -70,9 +71,24 @@ def kind_of(attributes: dict[str, Any]) -> str | None:
     return value.upper() if isinstance(value, str) and value else None
 
 
-def read_llm(attributes: dict[str, Any], exception: dict[str, Any]) -> LlmRead:
+@dataclass(slots=True)
+class ExportReading:
+    """What the LLM spans of one export repeat, read once: an agent offers the same tools on
+    every call, so its spans carry the same attribute keys and the same tool schemas."""
+
+    keys: IndexedKeys = field(
+        default_factory=lambda: IndexedKeys((TOOLS, INPUT_MESSAGES, OUTPUT_MESSAGES))
+    )
+    tool_call_keys: IndexedKeys = field(default_factory=lambda: IndexedKeys((TOOL_CALLS,)))
+    # The name tool_name reads from each schema text.
+    tool_names: dict[str, str | None] = field(default_factory=dict)
+
+
+def read_llm(
+    attributes: dict[str, Any], exception: dict[str, Any], export: ExportReading | None = None
+) -> LlmRead:
     """An LLM span's model call, tools and failure. `exception`: the attributes of its first
-    `exception` event ({} when none)."""
+    `exception` event ({} when none). `export`: what this export's other LLM spans read."""
     a = attributes
     out = LlmRead("openinference")
     out.provider = text(a.get(PROVIDER[0])) or text(a.get(PROVIDER[1]))
@@ -90,9 +106,10 @@ def read_llm(attributes: dict[str, Any], exception: dict[str, Any]) -> LlmRead:
         out.output_tokens = max(total - out.input_tokens, 0)
     reason = text(a.get(FINISH_REASON))
     out.finish_reasons = [reason] if reason else []
-    out.offered = _offered(a, out.problems)
-    out.called = _called(a, out.problems)
-    inputs = indexed(a, INPUT_MESSAGES)
+    export = export or ExportReading()
+    tools, inputs, outputs = export.keys.lists(a)
+    out.offered = _offered(tools, out.problems, export.tool_names)
+    out.called = _called(outputs, out.problems, export.tool_call_keys)
     out.messages_count = len(inputs) if inputs else None
     out.error_type = _short_type(text(exception.get("exception.type")))
     out.error_message = text(exception.get("exception.message"))
@@ -120,28 +137,37 @@ def _short_type(name: str | None) -> str | None:
     return name.rsplit(".", 1)[-1] or name if name else None
 
 
-def _offered(a: dict[str, Any], problems: list[str]) -> list[str] | None:
-    tools = indexed(a, TOOLS)
+def _offered(
+    tools: list[tuple[int, dict[str, Any]]], problems: list[str], names: dict[str, str | None]
+) -> list[str] | None:
     if not tools:
         return None
-    names = []
+    offered = []
     for i, fields in tools:
         name = text(fields.get("tool.name"))
         if name is None:
             schema = fields.get("tool.json_schema")
-            name = tool_name(schema)
+            if isinstance(schema, str):
+                if schema in names:
+                    name = names[schema]
+                else:
+                    name = names[schema] = tool_name(schema)
+            else:
+                name = tool_name(schema)
             if name is None:
                 why = "is not JSON" if json_value(schema) is None else "names no tool"
                 problems.append(f"{TOOLS}{i}.tool.json_schema {why}")
                 continue
-        names.append(name)
-    return names
+        offered.append(name)
+    return offered
 
 
-def _called(a: dict[str, Any], problems: list[str]) -> list[dict[str, Any]]:
+def _called(
+    outputs: list[tuple[int, dict[str, Any]]], problems: list[str], keys: IndexedKeys
+) -> list[dict[str, Any]]:
     calls = []
-    for m, message in indexed(a, OUTPUT_MESSAGES):
-        for c, fields in indexed(message, TOOL_CALLS):
+    for m, message in outputs:
+        for c, fields in keys.lists(message)[0]:
             call = tool_call(
                 fields.get("tool_call.function.name"),
                 fields.get("tool_call.function.arguments"),

@@ -21,6 +21,9 @@ dropped silently.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -79,19 +82,20 @@ def normalise_export(
     A span is rejected (counted once) when it maps to nothing or any record from it is rejected;
     its other, valid records are still stored.
     """
-    mapping = map_export(request)
     limits = limits or Limits()
     valid: list[NormalisedRecord] = []
     rejected_kinds: list[str] = []
-    for mapped in mapping.records:
-        result = normalise(mapped.raw, now=now, limits=limits, scrub=mapping.scrub)
-        if isinstance(result, NormalisedRecord):
-            valid.append(result)
-        else:
-            rejected_kinds.append(mapped.raw["kind"])
-            errors = "; ".join(f"{path}: {', '.join(msgs)}" for path, msgs in result.items())
-            label = mapped.detail or mapped.raw["kind"]
-            mapping.reject(mapped.span, f"{label} rejected: {errors}")
+    with _collector_paused():
+        mapping = map_export(request)
+        for mapped in mapping.records:
+            result = normalise(mapped.raw, now=now, limits=limits, scrub=mapping.scrub)
+            if isinstance(result, NormalisedRecord):
+                valid.append(result)
+            else:
+                rejected_kinds.append(mapped.raw["kind"])
+                errors = "; ".join(f"{path}: {', '.join(m)}" for path, m in result.items())
+                label = mapped.detail or mapped.raw["kind"]
+                mapping.reject(mapped.span, f"{label} rejected: {errors}")
     return ExportResult(
         spans=len(mapping.spans),
         records=valid,
@@ -99,6 +103,23 @@ def normalise_export(
         error_message=_summary(mapping),
         rejected_kinds=rejected_kinds,
     )
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while an export is mapped and judged, as the
+    catch-up pauses it for a pass: the mapping makes dozens of objects a span and keeps them to
+    the end, and the collector walked them again and again. None of them is in a cycle:
+    reference counting frees them as ever, and the collector, back on after, finds any cycle
+    made meanwhile. A thread that finds it paused leaves it to the one that paused it."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _summary(mapping: Mapping) -> str:

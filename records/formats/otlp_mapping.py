@@ -72,10 +72,11 @@ def is_model_call(span: SpanView) -> bool:
     return genai_messages.is_inference(span.operation, span.attributes)
 
 
-def read_model_call(span: SpanView) -> LlmRead:
+def read_model_call(span: SpanView, export: openinference.ExportReading | None = None) -> LlmRead:
+    """`export`: what the export's other OpenInference spans read (openinference.read_llm)."""
     if span.oi_kind == openinference.LLM and span.operation is None:
         exception = next((e.attributes for e in span.events if e.name == "exception"), {})
-        read = openinference.read_llm(span.attributes, exception)
+        read = openinference.read_llm(span.attributes, exception, export)
         if read.error_message is None and span.failed:
             read.error_message = span.status_message or None
         return read
@@ -84,7 +85,7 @@ def read_model_call(span: SpanView) -> LlmRead:
 
 
 def collect_call(span: SpanView, trace: Trace, mapping: Mapping) -> None:
-    read = read_model_call(span)
+    read = read_model_call(span, mapping.openinference)
     failed = span.failed or read.error_type is not None
     call = trace_decisions.Call(
         span_key=(span.trace_id, span.span_id),

@@ -10,6 +10,7 @@ from typing import Any
 
 from records.formats import trace_decisions
 from records.formats.llm_read import LlmRead
+from records.formats.openinference import ExportReading
 from records.formats.otlp_spans import EventView, Scope, SpanView
 
 # One problem's text in a rejection, at most (records.formats.otlp shows the first few).
@@ -54,6 +55,8 @@ class Mapping:
     decision_turns: dict[tuple[str, str], Mapped] = field(default_factory=dict)
     # Spans read as context only (agent, chain, retriever, ... spans), by what they are.
     seen: dict[str, int] = field(default_factory=dict)
+    # What the export's OpenInference LLM spans repeat, read once.
+    openinference: ExportReading = field(default_factory=ExportReading)
     # Problems by span: a span with any is counted once in rejected_spans.
     problems: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from api import otlp_grpc
+from ops.heap import freeze_startup_objects
 
 
 class Command(BaseCommand):
@@ -47,6 +48,10 @@ class Command(BaseCommand):
                 f"The OTLP/gRPC receiver {exc}: is the port in use? Set "
                 "DECISIONBOARD_OTLP_GRPC_PORT to another port, or 0 to turn it off."
             ) from None
+        # The objects of startup out of every full collection's walk, as in the web workers
+        # (ops/heap.py): an export allocates enough to set off full collections, and each
+        # walked all of Django otherwise.
+        freeze_startup_objects()
         stopping = threading.Event()
 
         def stop(*_):
