@@ -29,6 +29,7 @@ from records.formats.record_export import (
     export_rows_paged,
     neutralise,
     parquet_chunks,
+    usd_text,
 )
 from records.models import Membership, Record
 from tests import read_data
@@ -105,9 +106,11 @@ def test_it_exports_csv_with_one_column_per_field(loaded, params):
     assert len(rows) == len(expected) > 0
     for row, rec in zip(rows, expected, strict=True):
         assert list(row) == list(COLUMNS)
-        for column in COLUMNS[:-2]:
+        for column in COLUMNS[:-4]:
             value = rec.record_key if column == "id" else getattr(rec, column)
             assert row[column] == csv_cell(value), column
+        assert row["cost_source"] == (rec.cost_source or "")
+        assert row["cost_usd"] == usd_text(rec.cost_nano)
         assert json.loads(row["data"]) == rec.data
         assert json.loads(row["derived"]) == rec.derived
 
@@ -126,10 +129,81 @@ def test_it_exports_parquet_with_typed_columns(loaded, params):
     assert len(got) == len(expected) > 0
     for row, rec in zip(got, expected, strict=True):
         assert row["id"] == rec.record_key
-        for column in COLUMNS[1:-2]:
+        for column in COLUMNS[1:-4]:
             assert row[column] == getattr(rec, column), column
+        assert row["cost_source"] == rec.cost_source
+        assert row["cost_usd"] == (None if rec.cost_nano is None else rec.cost_nano / 1e9)
         assert json.loads(row["data"]) == rec.data
         assert json.loads(row["derived"]) == rec.derived
+
+
+def priced_records(alice) -> dict[str, dict]:
+    """A call at the project's own price, one of a model no price is known for, a turn that
+    reported its cost and a selection without usage."""
+    from decimal import Decimal
+
+    from records.models import PriceOverride
+
+    PriceOverride.objects.create(
+        project=alice.project,
+        model="house-model",
+        effective_from=datetime(2026, 1, 1, tzinfo=UTC),
+        input_per_mtok=Decimal(1),
+        output_per_mtok=Decimal(2),
+    )
+    posted = {
+        # (5000 + 4000 cached) input at $1 and 300 output at $2 per million tokens: $0.0096.
+        "override": record("model_call", data={"model": "house-model"}),
+        "unknown": record("model_call", data={"model": "no-such-model-7b", "provider": "acme"}),
+        "reported": record("turn", data={"totalCost": 0.0123}),
+        "none": record("model_selection"),
+    }
+    post_records(alice.client(), list(posted.values()))
+    return {name: r["id"] for name, r in posted.items()}
+
+
+def test_it_exports_each_records_cost_in_every_format(alice):
+    ids = priced_records(alice)
+    client = alice.client(alice.read_key)
+    text = stream(client, format="csv").decode()
+    rows = {r["id"]: r for r in csv.DictReader(io.StringIO(text))}
+    got = {name: (rows[i]["cost_usd"], rows[i]["cost_source"]) for name, i in ids.items()}
+    assert got == {
+        "override": ("0.0096", "override"),
+        "unknown": ("", "unknown"),
+        "reported": ("0.0123", "reported"),
+        "none": ("", ""),
+    }
+    table = pq.read_table(io.BytesIO(stream(client, format="parquet")))
+    assert str(table.schema.field("cost_usd").type) == "double"
+    rows = {r["id"]: r for r in table.to_pylist()}
+    got = {name: (rows[i]["cost_usd"], rows[i]["cost_source"]) for name, i in ids.items()}
+    assert got == {
+        "override": (0.0096, "override"),
+        "unknown": (None, "unknown"),
+        "reported": (0.0123, "reported"),
+        "none": (None, None),
+    }
+    lines = {r["id"]: r for r in map(json.loads, stream(client, format="jsonl").splitlines())}
+    costs = {name: lines[i]["derived"].get("cost") for name, i in ids.items()}
+    assert costs == {
+        "override": {"usd": 0.0096, "source": "override"},
+        "unknown": {
+            "usd": None,
+            "source": None,
+            "reason": "no price known for model 'no-such-model-7b'",
+        },
+        "reported": {"usd": 0.0123, "source": "reported"},
+        "none": None,
+    }
+    # The rest of `derived` is kept beside the cost.
+    assert lines[ids["reported"]]["derived"]["decision"]
+
+
+def test_it_writes_cost_as_exact_decimal_text():
+    assert [usd_text(n) for n in (None, 0, 1, 12_345_678, 2_500_000_000, -30)] == [
+        "", "0", "0.000000001", "0.012345678", "2.5", "-0.00000003"
+    ]  # fmt: skip
 
 
 def test_it_writes_parquet_in_row_groups(loaded):

@@ -8,8 +8,11 @@ at a time, so memory stays flat however many rows there are. The API streams the
 (api.export_endpoints); a worker job reads keyset pages instead (`export_rows_paged`) and writes
 them to a file (workers.export_jobs).
 
-- JSONL: one record a line, as the read API shows it: the envelope as posted, `data`, `derived`.
-- CSV: one column per envelope and facet field, plus `data` and `derived` as JSON. A cell that a
+- JSONL: one record a line, as the read API shows it: the envelope as posted, `data`, `derived`
+  (with `derived.cost` of a record with usage, records.contract.cost.describe).
+- CSV: one column per envelope and facet field, `cost_usd` and `cost_source` (both empty for a
+  record without usage; `cost_source` "unknown" and `cost_usd` empty when its price is not known),
+  plus `data` and `derived` as JSON. A cell that a
   spreadsheet would run as a formula (first character = + - @, tab or CR) gets a leading `'`.
 - Parquet: the same columns, typed (timestamps, integers, floats, booleans), one row group per
   `row_group` rows.
@@ -28,6 +31,7 @@ import orjson
 from django.db.models import Func, Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
+from records.contract.cost import NANO_PER_USD, describe
 from records.contract.filters import FilterError
 
 ENVELOPE_COLUMNS = ("id", "kind", "run_id", "ts", "session_id", "agent", "parent_run_id")
@@ -44,7 +48,8 @@ FACET_COLUMNS = (
     "tokens_in",
     "tokens_out",
 )
-COLUMNS = (*ENVELOPE_COLUMNS, *FACET_COLUMNS, "data", "derived")
+COST_COLUMNS = ("cost_usd", "cost_source")
+COLUMNS = (*ENVELOPE_COLUMNS, *FACET_COLUMNS, *COST_COLUMNS, "data", "derived")
 # The Record fields behind COLUMNS, in the same order (`id` is the record_key: the posted id).
 # `ts` is read as text and parsed here (UtcText): Django's timestamptz loader for psycopg is pure
 # Python and cost more than everything else per row; datetime.fromisoformat is C.
@@ -55,11 +60,19 @@ _FIELDS = (
     "ts_text",
     *ENVELOPE_COLUMNS[4:],
     *FACET_COLUMNS,
+    # Read as stored (nano-USD) and written as USD by each writer.
+    "cost_nano",
+    "cost_source",
     "data_text",
     "derived_text",
 )
 _TS = COLUMNS.index("ts")
 _DATA, _DERIVED = COLUMNS.index("data"), COLUMNS.index("derived")
+_COST, _SOURCE, _MODEL = (
+    COLUMNS.index("cost_usd"),
+    COLUMNS.index("cost_source"),
+    COLUMNS.index("model"),
+)
 
 # A CSV cell starting with one of these is a formula to a spreadsheet (CSV injection).
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
@@ -211,7 +224,7 @@ def jsonl_chunks(rows: Iterable[Row], *, batch: int = 1000) -> Iterator[bytes]:
                     "parent_run_id": r[6],
                     # Already JSON text from the database: spliced in as is.
                     "data": fragment(r[_DATA]),
-                    "derived": fragment(r[_DERIVED]),
+                    "derived": fragment(_with_cost(r[_DERIVED], r[_COST], r[_SOURCE], r[_MODEL])),
                 },
                 option=option,
             )
@@ -219,6 +232,26 @@ def jsonl_chunks(rows: Iterable[Row], *, batch: int = 1000) -> Iterator[bytes]:
         ]
         lines.append(b"")
         yield b"\n".join(lines)
+
+
+def _with_cost(derived: str, nano: int | None, source: str | None, model: str | None) -> str:
+    """`derived` as JSON text with `cost` added as the read API adds it (api.serializers), spliced
+    into the text so that the rest of it is never decoded."""
+    cost = describe(nano, source, model)
+    if cost is None:
+        return derived
+    body = derived.rstrip()[:-1].rstrip()  # the object without its closing brace
+    joiner = "" if body.endswith("{") else ","
+    return f'{body}{joiner}"cost":{orjson.dumps(cost).decode()}}}'
+
+
+def usd_text(nano: int | None) -> str:
+    """nano-USD as exact decimal USD text: 12345678 → "0.012345678"; None → ""."""
+    if nano is None:
+        return ""
+    sign = "-" if nano < 0 else ""
+    whole, frac = divmod(abs(nano), NANO_PER_USD)
+    return f"{sign}{whole}.{frac:09d}".rstrip("0").rstrip(".") if frac else f"{sign}{whole}"
 
 
 # --- CSV -------------------------------------------------------------------------------------
@@ -247,7 +280,7 @@ def _timestamp(value: datetime) -> str:
 def csv_line(row: Row) -> str:
     (id_, kind, run_id, ts, session_id, agent, parent_run_id, model, iteration, latency_ms,
      skip_reason, outcome, is_swap, is_fallback, is_error, is_contract_break, tokens_in,
-     tokens_out, data, derived) = row  # fmt: skip
+     tokens_out, cost_nano, cost_source, data, derived) = row  # fmt: skip
     return ",".join(
         (
             _text(id_),
@@ -268,6 +301,8 @@ def csv_line(row: Row) -> str:
             "true" if is_contract_break else "false",
             "" if tokens_in is None else str(tokens_in),
             "" if tokens_out is None else str(tokens_out),
+            usd_text(cost_nano),
+            cost_source or "",  # a fixed vocabulary (records.contract.cost.SOURCES)
             # JSON objects: they start with `{`, never like a formula, and always need quotes.
             '"' + data.replace('"', '""') + '"',
             '"' + derived.replace('"', '""') + '"',
@@ -296,6 +331,7 @@ def parquet_schema():
         "latency_ms": pa.float64(),
         "tokens_in": pa.int64(),
         "tokens_out": pa.int64(),
+        "cost_usd": pa.float64(),
         **{c: pa.bool_() for c in FACET_COLUMNS if c.startswith("is_")},
     }
     return pa.schema(
@@ -303,7 +339,11 @@ def parquet_schema():
             pa.field(c, types.get(c, text), nullable=c not in ("id", "kind", "run_id", "ts"))
             for c in COLUMNS
         ],
-        metadata={"data": "JSON text", "derived": "JSON text"},
+        metadata={
+            "data": "JSON text",
+            "derived": "JSON text",
+            "cost_usd": "USD; null without usage or when cost_source is unknown",
+        },
     )
 
 
@@ -347,6 +387,7 @@ def parquet_chunks(rows: Iterable[Row], *, row_group: int = PARQUET_ROW_GROUP) -
     with pq.ParquetWriter(spool, schema, compression="zstd") as writer:
         for chunk in batched(rows, row_group):
             columns = list(zip(*chunk, strict=True))
+            columns[_COST] = [None if n is None else n / NANO_PER_USD for n in columns[_COST]]
             writer.write_batch(
                 pa.record_batch(
                     [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)],
