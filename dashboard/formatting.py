@@ -5,7 +5,10 @@ Outside web/ and queries/ so that both may import it: it depends on nothing of t
 
 from __future__ import annotations
 
+import math
+
 from records.contract import rollup_keys
+from records.contract.cost import GENAI_PRICES, NANO_PER_USD, OVERRIDE, REPORTED, describe
 
 
 def duration_ms(value: float | None) -> str:
@@ -84,3 +87,55 @@ def model_label(model: str | None) -> str:
     """A metric's model as pages show it; a record that named none reads "(model not
     reported)" everywhere (records.contract.rollup_keys.NO_MODEL_LABEL)."""
     return rollup_keys.model_label(model)
+
+
+def usd(nano: int | None) -> str:
+    """nano-USD as an amount: 12_345_678_900 → "$12.35"; 12_345_678 → "$0.0123"; under a cent
+    two significant digits (12_345 → "$0.000012"), so that a cheap call never reads "$0.0000".
+    None → "—"."""
+    if nano is None:
+        return "—"
+    value = nano / NANO_PER_USD
+    size = abs(value)
+    if size == 0:
+        return "$0.00"
+    if size >= 1:
+        return f"${value:,.2f}"
+    if size >= 0.01:
+        return f"${value:,.4f}"
+    return f"${value:.{1 - math.floor(math.log10(size))}f}"
+
+
+def unpriced_cost(nano: int, unpriced: int) -> str:
+    """A sum of costs and the records with usage it leaves out for want of a price:
+    "$0.0123 + 2 unpriced"; nothing priced and nothing unpriced is "—"."""
+    if not unpriced:
+        return usd(nano) if nano else "—"
+    if not nano:
+        return f"{unpriced:,} unpriced"
+    return f"{usd(nano)} + {unpriced:,} unpriced"
+
+
+def unknown_share(unknown: int, with_usage: int) -> str:
+    """The share of records with usage that have no known price, as a sentence's end."""
+    if not with_usage:
+        return "no record with usage in this period"
+    return f"{percent(unknown / with_usage)} of records with usage have no known price"
+
+
+_SOURCE_LABELS = {
+    REPORTED: "reported by the agent",
+    GENAI_PRICES: "genai-prices",
+    OVERRIDE: "project price",
+}
+
+
+def record_cost(nano: int | None, source: str | None, model: str | None) -> str:
+    """One record's cost and where it came from: "$0.0096 (genai-prices)", "$0.0123 (reported
+    by the agent)", "unknown price: no price known for model 'x'"; "" without usage."""
+    cost = describe(nano, source, model)
+    if cost is None:
+        return ""
+    if cost["usd"] is None:
+        return f"unknown price: {cost.get('reason', 'not known')}"
+    return f"{usd(nano)} ({_SOURCE_LABELS.get(source or '', source)})"

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.utils.html import format_html_join
 
-from dashboard.formatting import duration_ms, offset
+from dashboard.formatting import duration_ms, offset, record_cost
 from dashboard.formatting import tokens as format_tokens
 from records.contract.rollup_keys import (
     MODEL_CALL,
@@ -40,7 +40,8 @@ PAGE_SIZE = 200
 # A run that has not stopped and had a record this recently is live: its page polls for more.
 ACTIVE_FOR = timedelta(minutes=10)
 FIELDS = ("id", "kind", "ts", "iteration", "model", "latency_ms", "tokens_in", "tokens_out",
-          "is_swap", "is_fallback", "is_error", "is_contract_break")  # fmt: skip
+          "is_swap", "is_fallback", "is_error", "is_contract_break", "cost_nano",
+          "cost_source")  # fmt: skip
 
 
 @dataclass
@@ -263,6 +264,10 @@ def item_of(record: dict, start: datetime, iteration: int | None) -> Item:
     if violations:
         details.append(("broken contract", ", ".join(violations)))
     details.extend(_trace_gaps(record["data"]))
+    # A record with usage (a model call, a pick's classifier, a turn's reported total).
+    cost = record_cost(record.get("cost_nano"), record.get("cost_source"), record["model"])
+    if cost:
+        details.append(("cost", cost))
     return Item(
         id=record["id"],
         kind=record["kind"],

@@ -1,0 +1,109 @@
+"""What the operator pages say a decision cost: the runs list, the sessions, a run's timeline,
+the overview, the models page and the narrowing what-if (docs/operations.md, "Cost").
+
+Records go in through the ingest API, which prices them (records.contract.cost), and the
+workers' catch-up pass, which adds the costs up into rollups and run summaries. A project's own
+price of a model (records.models.PriceOverride) makes every amount here known exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from html import unescape
+
+import pytest
+from django.utils import timezone
+
+from dashboard import formatting
+from records import catchup
+from records.models import PriceOverride
+from tests.factories import record
+from tests.test_pages import EVIL_TEXT, operator, post
+
+pytestmark = pytest.mark.both_dbs
+
+# $1 per million input tokens (cached ones too) and $2 per million output: a factory model
+# call (5,000 + 4,000 cached in, 300 out) costs $0.0096.
+CALL_NANO = 9_600_000
+
+
+@pytest.fixture
+def alice_page(alice):
+    return operator("alice", alice)
+
+
+def house_price(persona, model: str = "house-model") -> None:
+    PriceOverride.objects.create(
+        project=persona.project,
+        model=model,
+        effective_from=datetime(2020, 1, 1, tzinfo=UTC),
+        input_per_mtok=Decimal(1),
+        output_per_mtok=Decimal(2),
+    )
+
+
+def recent(seconds: int) -> str:
+    t = timezone.now().replace(microsecond=0) - timedelta(minutes=20) + timedelta(seconds=seconds)
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def priced_run(persona, run_id: str = "run-cost", session_id: str = "sess-cost") -> None:
+    """Two calls at the house price, one of a model without a price, a turn that reported its
+    cost, and a selection without usage."""
+    house_price(persona)
+    envelope = {"run_id": run_id, "session_id": session_id}
+    post(
+        persona,
+        [
+            record("model_selection", ts=recent(0), **envelope),
+            record("model_call", ts=recent(1), data={"model": "house-model"}, **envelope),
+            record("model_call", ts=recent(2), data={"model": "house-model"}, **envelope),
+            record(
+                "model_call",
+                ts=recent(3),
+                data={"model": EVIL_TEXT, "provider": "acme", "iteration": 1},
+                **envelope,
+            ),
+            record("turn", ts=recent(4), data={"totalCost": 0.0123}, **envelope),
+        ],
+    )
+    catchup.catch_up()
+
+
+def text_of(html: str) -> str:
+    return unescape(re.sub(r"<[^>]+>", " ", html))
+
+
+# --- amounts as they read -------------------------------------------------------------------------
+def test_it_writes_amounts_so_that_a_cheap_call_never_reads_zero():
+    assert [formatting.usd(n) for n in (None, 0, 12_345_678_900, 12_345_678, 12_345, 9)] == [
+        "—", "$0.00", "$12.35", "$0.0123", "$0.000012", "$0.0000000090"
+    ]  # fmt: skip
+    assert formatting.unpriced_cost(12_300_000, 2) == "$0.0123 + 2 unpriced"
+    assert formatting.unpriced_cost(0, 3) == "3 unpriced"
+    assert formatting.unpriced_cost(0, 0) == "—"
+    assert formatting.unknown_share(1, 32) == "3.1 % of records with usage have no known price"
+
+
+# --- runs, sessions, a run's timeline -------------------------------------------------------------
+def test_it_shows_each_calls_cost_and_why_a_price_is_unknown(alice, alice_page):
+    priced_run(alice)
+    page = alice_page.get("/runs/run-cost/").content.decode()
+    costs = re.findall(r"<dt>cost</dt><dd>(.*?)</dd>", page)
+    assert [unescape(c) for c in costs] == [
+        "$0.0096 (project price)",
+        "$0.0096 (project price)",
+        f"unknown price: no price known for model {EVIL_TEXT!r}",
+        "$0.0123 (reported by the agent)",
+    ]
+    # The model's name is the agent's text: escaped, never markup.
+    assert EVIL_TEXT not in page
+
+
+def test_a_run_page_reads_no_more_for_its_costs(alice, alice_page, django_assert_num_queries):
+    priced_run(alice)
+    # session, user, projects, the run, its records, its sub-runs
+    with django_assert_num_queries(6):
+        assert alice_page.get("/runs/run-cost/").status_code == 200
