@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from dashboard import formatting
 from records import catchup
-from records.models import PriceOverride
+from records.models import PriceOverride, Run
 from tests.factories import record
 from tests.test_pages import EVIL_TEXT, operator, post
 
@@ -35,12 +35,12 @@ def alice_page(alice):
 
 
 def house_price(persona, model: str = "house-model") -> None:
-    PriceOverride.objects.create(
+    PriceOverride.objects.get_or_create(
         project=persona.project,
         model=model,
+        provider="",
         effective_from=datetime(2020, 1, 1, tzinfo=UTC),
-        input_per_mtok=Decimal(1),
-        output_per_mtok=Decimal(2),
+        defaults={"input_per_mtok": Decimal(1), "output_per_mtok": Decimal(2)},
     )
 
 
@@ -88,6 +88,27 @@ def test_it_writes_amounts_so_that_a_cheap_call_never_reads_zero():
 
 
 # --- runs, sessions, a run's timeline -------------------------------------------------------------
+def test_it_shows_each_runs_cost_with_its_unpriced_records(alice, alice_page):
+    priced_run(alice)
+    run = Run.objects.get(project=alice.project, run_id="run-cost")
+    # Two calls at the house price and the turn's reported $0.0123; the third call has no price.
+    assert (run.cost_nano, run.cost_unknown) == (2 * CALL_NANO + 12_300_000, 1)
+    page = alice_page.get("/runs/").content.decode()
+    assert '<td class="num cost">$0.0315 + 1 unpriced</td>' in page
+    overview = alice_page.get("/").content.decode()
+    assert '<td class="num cost">$0.0315 + 1 unpriced</td>' in overview
+
+
+def test_it_adds_up_a_sessions_runs(alice, alice_page):
+    priced_run(alice, "run-1", "sess-cost")
+    priced_run(alice, "run-2", "sess-cost")
+    page = alice_page.get("/sessions/").content.decode()
+    assert '<td class="num cost">$0.0630 + 2 unpriced</td>' in page
+    session = alice_page.get("/sessions/sess-cost/").content.decode()
+    assert "<dd data-cost>$0.0630 + 2 unpriced</dd>" in session
+    assert session.count('<td class="num cost">$0.0315 + 1 unpriced</td>') == 2
+
+
 def test_it_shows_each_calls_cost_and_why_a_price_is_unknown(alice, alice_page):
     priced_run(alice)
     page = alice_page.get("/runs/run-cost/").content.decode()

@@ -15,7 +15,7 @@ from django.db.models import Q, QuerySet
 from django.urls import reverse
 from django.utils.timezone import localtime
 
-from dashboard.formatting import duration_ms
+from dashboard.formatting import duration_ms, unpriced_cost
 from records.contract.cursor import decode_cursor, encode_cursor
 from records.contract.rollup_keys import MODEL_CALL, PICK, PICK_ERROR, PROVIDER_ERROR, VERDICT
 from records.models import Run
@@ -116,6 +116,8 @@ def run_row(run: Run) -> dict[str, Any]:
         "duration": duration_ms((run.last_ts - run.first_ts).total_seconds() * 1000),
         "counts": [f"{sum(kinds.get(k, 0) for k in ks):,}" for _, ks in COUNT_COLUMNS],
         "records": f"{run.record_count:,}",
+        # The catch-up keeps the run's spend (records.models.Run.cost_nano).
+        "cost": unpriced_cost(run.cost_nano, run.cost_unknown),
         "models": ", ".join(name for name, _ in models[:MODELS_SHOWN]),
         "more_models": max(0, len(models) - MODELS_SHOWN),
         "flags": [

@@ -32,7 +32,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.utils.timezone import localtime
 
-from dashboard.formatting import duration_ms
+from dashboard.formatting import duration_ms, unpriced_cost
 from dashboard.queries.run_list import COUNT_COLUMNS, TIME, run_row
 from dashboard.web import timerange
 from dashboard.web.access import get_project_for_user
@@ -191,6 +191,8 @@ def session_counters(project_id: int, session_ids: list[str]) -> dict[str, dict[
         "first": Min("first_ts"),
         "last": Max("last_ts"),
         "agents": Count("agent", distinct=True),
+        "cost_nano": Sum("cost_nano"),
+        "cost_unknown": Sum("cost_unknown"),
         **{f"flag_{f}": Count("id", filter=Q(**{f"has_{f}": True})) for f in FLAGS},
         **{f"kind_{i}": _kind_sum(k) for i, k in enumerate(_KINDS)},
     }
@@ -252,6 +254,7 @@ class SessionRow:
     counts: list[int]
     flags: list[tuple[str, str, int]] = field(default_factory=list)
     tokens: tuple[int, int] | None = None
+    cost: str = "—"
 
 
 def session_row(session_id: str, c: dict, tokens: tuple[int, int] | None) -> SessionRow:
@@ -267,6 +270,8 @@ def session_row(session_id: str, c: dict, tokens: tuple[int, int] | None) -> Ses
         counts=c["counts"],
         flags=[(f, f.replace("_", " "), n) for f, n in c["flags"].items() if n],
         tokens=tokens,
+        # The sum of its runs' spend, which the run summaries keep.
+        cost=unpriced_cost(c["cost_nano"] or 0, c["cost_unknown"] or 0),
     )
 
 
