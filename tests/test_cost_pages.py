@@ -128,3 +128,100 @@ def test_a_run_page_reads_no_more_for_its_costs(alice, alice_page, django_assert
     # session, user, projects, the run, its records, its sub-runs
     with django_assert_num_queries(6):
         assert alice_page.get("/runs/run-cost/").status_code == 200
+
+
+# --- the narrowing what-if's savings --------------------------------------------------------------
+def decisions(persona, n: int) -> None:
+    """n decisions offered four tools, ranked two, served those two, called the first: the full
+    set serves 4 definitions, top 1 serves 1, top 2 and 3 serve 2."""
+    out = []
+    for i in range(n):
+        envelope = {"run_id": f"run-n{i}", "ts": recent(i)}
+        pick = {
+            "offered": ["a", "b", "c", "d"],
+            "ranked": [{"name": "a", "score": 0.9}, {"name": "b", "score": 0.5}],
+            "chosen": "a",
+            "served": ["a", "b"],
+        }
+        out.append(record("tool_choice.pick", data=pick, **envelope))
+        envelope["ts"] = recent(i + 1)
+        out.append(record("tool_choice.outcome", data={"called": ["a"]}, **envelope))
+    post(persona, out)
+
+
+def calls(persona, model: str, n: int, *, tools: bool = True) -> None:
+    """n calls whose prompt is 1,000 tokens, 250 per tool definition and 100 per message."""
+    out = []
+    for i in range(n):
+        served, messages = 2 + 2 * (i % 2), 2 + i
+        data = {"model": model, "usage": {"input": 1000 + 250 * served + 100 * messages,
+                                          "output": 10}}  # fmt: skip
+        if tools:
+            data.update(toolsCount=served, messagesCount=messages)
+        out.append(record("model_call", data=data, run_id=f"run-c{i}", ts=recent(i)))
+    post(persona, out)
+
+
+def narrowing_page(client) -> str:
+    return client.get("/narrowing/").content.decode()
+
+
+def cells(page: str, table: str) -> list[list[str]]:
+    body = re.search(rf'<table class="compact" id="{table}">.*?<tbody>(.*?)</tbody>', page, re.S)
+    assert body, table
+    rows = re.findall(r"<tr>(.*?)</tr>", body.group(1), re.S)
+    return [[text_of(c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)] for r in rows]
+
+
+def test_it_says_what_each_top_n_would_save_in_tokens_and_money(alice, alice_page):
+    PriceOverride.objects.create(
+        project=alice.project, model="house-model", effective_from=datetime(2020, 1, 1, tzinfo=UTC),
+        input_per_mtok=Decimal(10), output_per_mtok=Decimal(20),
+    )  # fmt: skip
+    decisions(alice, 10)
+    calls(alice, "house-model", 30)
+    calls(alice, "mystery-model-9", 30)
+    catchup.catch_up()
+    page = narrowing_page(alice_page)
+    # top N, miss rate, tools served, definitions saved, tokens saved, spend saved: 10 decisions
+    # save 3, 2, 2, 0 definitions each; 250 tokens a definition at $10 per million tokens.
+    assert [row[:1] + row[3:] for row in cells(page, "whatif")] == [
+        ["1", "30", "7,500", "$0.0750"],
+        ["2", "20", "5,000", "$0.0500"],
+        ["3", "20", "5,000", "$0.0500"],
+        ["4", "0", "0", "$0.00"],
+    ]
+    assert cells(page, "whatif-definition-costs") == [
+        ["anthropic", "house-model", "30", "250", "$2.50"],
+        ["anthropic", "mystery-model-9", "30", "250", "not estimated: no known input price"],
+    ]
+    assert "(50.0 % of them)" in page
+    assert "genai-prices" in page  # the price snapshot the estimate used
+
+
+def test_it_says_not_estimated_rather_than_zero(alice, alice_page):
+    decisions(alice, 10)
+    calls(alice, "claude-sonnet-4-5", 30, tools=False)
+    catchup.catch_up()
+    page = narrowing_page(alice_page)
+    rows = cells(page, "whatif")
+    assert [row[3:] for row in rows][0] == ["30", "not estimated", "not estimated"]
+    assert "No model call of this period reports <code>toolsCount</code>: savings not" in page
+
+
+def test_it_estimates_a_definitions_tokens_only_when_the_calls_show_it():
+    from dashboard.queries.tool_definition_cost import MIN_CALLS, estimate
+
+    exact = [(t, m, 1000 + 250 * t + 100 * m) for t, m in zip([2, 4] * 15, range(30), strict=True)]
+    assert round(estimate("p", "m", exact, 1.0).tokens) == 250
+    # The same number of tools on every call: nothing to tell a definition's tokens by.
+    same = [(3, m, 1000 + 100 * m) for m in range(30)]
+    assert estimate("p", "m", same, 1.0).reason == "every call carried the same number of tools"
+    # Prompt tokens that do not follow the tools served.
+    flat = [(t, None, 5000 + (37 * i) % 400) for i, t in enumerate([2, 4, 3] * 10)]
+    assert not estimate("p", "m", flat, 1.0).estimated
+    few = exact[: MIN_CALLS - 1]
+    assert (
+        estimate("p", "m", few, 1.0).reason
+        == f"{MIN_CALLS - 1} calls report toolsCount, under {MIN_CALLS}"
+    )

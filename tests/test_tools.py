@@ -324,7 +324,8 @@ PAGES = ("/tools/", "/selection/", "/narrowing/")
         ("/tools/", 6),  # session, user, projects, tool counts, turn-call sketches, pick skips
         ("/tools/grep/", 6),  # session, user, projects, tool counts, sketches, missed runs
         ("/selection/", 5),  # session, user, projects, by model, by agent
-        ("/narrowing/", 4),  # session, user, projects, the NARROWING rows
+        # session, user, projects, the NARROWING rows, the sampled model calls, the prices
+        ("/narrowing/", 6),
     ],
 )
 def test_the_tools_pages_cost_the_same_queries_however_much_data(

@@ -17,6 +17,7 @@ from dashboard.charts.plotting import (
     plain,
     when,
 )
+from dashboard.queries.tool_definition_cost import Saving
 from records.contract.rollup_keys import model_label
 from records.metrics.definitions import Calibration
 from records.metrics.tool_stats import ToolStats, WhatIf
@@ -127,3 +128,17 @@ def whatif(groups: dict[str, WhatIf], *, cost: bool) -> Figure:
     return build_figure(traces, time_axis=False, xtitle="serve: { top: N }",
                         ytitle="tools served per call" if cost else "called tool narrowed out",
                         yformat="" if cost else ".0%", height=300)  # fmt: skip
+
+
+def savings(saved: Sequence[Saving]) -> Figure:
+    """USD saved against the full set at each top-N (points not estimated left out)."""
+    shown = [s for s in saved if s.nano is not None]
+    trace = build_trace(
+        "Scatter",
+        {"x": [s.n for s in shown], "y": [s.nano / 1e9 for s in shown], "name": "saved"},
+        mode="lines+markers",
+        line={"color": palette_colour(0), "width": 2},
+        hovertemplate="top %{x}: $%{y:,.4f} saved",
+    )
+    return build_figure([trace], time_axis=False, xtitle="serve: { top: N }",
+                        ytitle="input spend saved (USD)", height=300)  # fmt: skip

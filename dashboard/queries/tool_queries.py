@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from django.db.models import OuterRef, Subquery
 
 from dashboard.queries.page_rollups import get_period, overview_range
+from dashboard.queries.tool_definition_cost import definition_costs, savings
 from records.contract import rollup_keys
 from records.contract.buckets import truncate
 from records.contract.rollup_keys import (
@@ -208,16 +209,23 @@ def selection_page(project_id: int, now: datetime, period_name: str, agents: lis
 
 
 def narrowing_page(project_id: int, now: datetime, period_name: str, agents: list[str]) -> dict:
-    """The narrowing what-if over the period: overall, per classifier model and per agent.
-    One query."""
+    """The narrowing what-if over the period: overall, per classifier model and per agent, and
+    what each top-N saves against the full set (dashboard.queries.tool_definition_cost). Two
+    queries, and the project's price overrides when a model call was sampled."""
     period, grain, start, end = _hourly_range(now, period_name)
     rows = reader.read(project_id, grain, start, end, kinds=(NARROWING,),
                        agents=agents, keep=("kind", "agent", "model", "key"))  # fmt: skip
+    overall = tool_stats.whatif(rows)
+    costs = definition_costs(project_id, start, end, agents) if overall.points else []
+    saved, priced_share = savings(overall.decisions, overall.points, costs)
     return {
         "period": period,
         "start": start,
         "end": end,
-        "overall": tool_stats.whatif(rows),
+        "overall": overall,
+        "savings": saved,
+        "definition_costs": costs,
+        "priced_share": priced_share,
         "by_model": tool_stats.whatif_by(rows, lambda r: r.model),
         "by_agent": tool_stats.whatif_by(rows, lambda r: r.agent),
     }

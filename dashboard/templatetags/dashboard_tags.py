@@ -21,6 +21,7 @@ register.filter("percent", fmt.percent)
 register.filter("offset", fmt.offset)
 register.filter("model_label", fmt.model_label)
 register.filter("count", fmt.count)
+register.filter("usd", fmt.usd)
 
 
 @register.filter

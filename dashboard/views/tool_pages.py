@@ -15,9 +15,11 @@ from dashboard.charts import tool_charts
 from dashboard.charts.category_charts import bars
 from dashboard.charts.plotting import over_period
 from dashboard.queries import tool_queries
+from dashboard.queries.tool_definition_cost import SAMPLE
 from dashboard.web.access import get_project_for_user
 from dashboard.web.params import chart_context, chart_params
 from dashboard.web.timerange import LIVE_SECONDS, in_progress
+from records.contract.cost import snapshot_label
 from records.contract.rollup_keys import model_label
 
 
@@ -147,8 +149,19 @@ def narrowing(request: HttpRequest) -> HttpResponse:
         "agent_miss_figure": tool_charts.whatif(by_agent, cost=False)
         if data["overall"].points
         else None,
+        "savings_figure": tool_charts.savings(data["savings"])
+        if any(s.nano is not None for s in data["savings"])
+        else None,
         "by_model": by_model,
         "by_agent": by_agent,
+        "sample": SAMPLE,
+        "price_snapshot": snapshot_label(),
+        "whatif_rows": [
+            {"n": n, "miss": miss, "served": served, "saved": saved}
+            for (n, miss, served), saved in zip(
+                data["overall"].points, data["savings"], strict=True
+            )
+        ],
     }
     return _page(
         request,
