@@ -53,6 +53,8 @@ def kpi_value(value: float | None, unit: str) -> str:
         return percent(value)
     if unit == "ms":
         return duration_ms(value)
+    if unit == "usd":  # nano-USD
+        return usd(round(value))
     return f"{value:,.0f}"
 
 

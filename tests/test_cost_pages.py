@@ -20,7 +20,7 @@ from dashboard import formatting
 from records import catchup
 from records.models import PriceOverride, Run
 from tests.factories import record
-from tests.test_pages import EVIL_TEXT, operator, post
+from tests.test_pages import EVIL_TEXT, figure, operator, post
 
 pytestmark = pytest.mark.both_dbs
 
@@ -166,8 +166,9 @@ def narrowing_page(client) -> str:
     return client.get("/narrowing/").content.decode()
 
 
-def cells(page: str, table: str) -> list[list[str]]:
-    body = re.search(rf'<table class="compact" id="{table}">.*?<tbody>(.*?)</tbody>', page, re.S)
+def cells(page: str, table: str, compact: bool = True) -> list[list[str]]:
+    opening = f'<table class="compact" id="{table}">' if compact else f'<table id="{table}">'
+    body = re.search(rf"{opening}.*?<tbody>(.*?)</tbody>", page, re.S)
     assert body, table
     rows = re.findall(r"<tr>(.*?)</tr>", body.group(1), re.S)
     return [[text_of(c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)] for r in rows]
@@ -225,3 +226,29 @@ def test_it_estimates_a_definitions_tokens_only_when_the_calls_show_it():
         estimate("p", "m", few, 1.0).reason
         == f"{MIN_CALLS - 1} calls report toolsCount, under {MIN_CALLS}"
     )
+
+
+# --- the overview and the models page -------------------------------------------------------------
+def test_the_overview_shows_the_periods_spend_by_model_and_the_unpriced_share(alice, alice_page):
+    priced_run(alice)
+    page = alice_page.get("/").content.decode()
+    kpi = re.search(r'data-kpi="spend">(.*?)</div>\s*</div>', page, re.S)
+    assert kpi and "$0.0315" in kpi.group(1)
+    # Five records with usage: two priced calls, the turn's report, and one call without a price.
+    assert "Spend $0.0315: 25.0 % of records with usage have no known price." in page
+    spend = {t["name"]: sum(t["y"]) for t in figure(page, "chart-spend")["data"]}
+    assert spend == pytest.approx({"house-model": 0.0192, "(model not reported)": 0.0123})
+    assert "genai-prices" in page
+
+
+def test_the_models_page_shows_spend_by_model_and_provider(alice, alice_page):
+    priced_run(alice)
+    page = alice_page.get("/models/").content.decode()
+    rows = cells(page, "spend-by-model", compact=False)
+    assert rows == [
+        ["main model", "anthropic", "house-model", "$0.0192", "2", "0"],
+        ["turn total (reported)", "—", "(model not reported)", "$0.0123", "1", "0"],
+        ["main model", "acme", EVIL_TEXT, "$0.00", "1", "1 (100.0 %)"],
+    ]
+    assert "Total $0.0315: 25.0 % of records with usage have no known price." in page
+    assert EVIL_TEXT not in page

@@ -873,12 +873,12 @@ def test_the_streaks_page_charts_any_time_range(alice, alice_page):
     "url, most",
     [
         # session, user, projects, then: records by kind, the rate rows of the period and of
-        # the one before, the pick sketches, the runs' counts, recent runs, the project's
-        # freshness (one statement), heartbeat, firing alerts
-        ("/", 14),
+        # the one before, the pick sketches, the runs' counts, the spend, recent runs, the
+        # project's freshness (one statement), heartbeat, firing alerts
+        ("/", 15),
         ("/runs/", 4),  # session, user, projects, the page of runs
         ("/runs/?model=qwen3-8b&has=swap,error&sort=record_count", 4),
-        ("/models/", 5),  # session, user, projects, counts, model-call sketches
+        ("/models/", 6),  # session, user, projects, counts, model-call sketches, spend
         ("/classifiers/", 5),  # session, user, projects, counts, pick sketches
         ("/streaks/", 6),  # session, user, projects, streaks, day segments, hour segments
     ],

@@ -36,6 +36,24 @@ def records_by_kind(series: Sequence[dict]) -> Figure:
     return build_figure(traces, ytitle="records", barmode="stack")
 
 
+def spend_by_model(by_model: dict[str, Sequence[tuple[datetime, int]]]) -> Figure:
+    """Spend per bucket stacked by model ({model: [(bucket, nano-USD)]}), in USD."""
+    traces = [
+        build_trace(
+            "Bar",
+            {
+                "x": [when(t) for t, _ in points],
+                "y": [nano / 1e9 for _, nano in points],
+                "name": plain(model),
+            },
+            marker={"color": palette_colour(i)},
+            hovertemplate="$%{y:,.4f}",
+        )
+        for i, (model, points) in enumerate(by_model.items())
+    ]
+    return build_figure(traces, ytitle="USD", barmode="stack")
+
+
 def latency_by_model(series: Sequence[dict]) -> Figure:
     return build_figure(series_lines(series), ytitle="ms")
 

@@ -25,6 +25,12 @@ register.filter("usd", fmt.usd)
 
 
 @register.filter
+def unknown_share(spend) -> str:
+    """A dashboard.queries.cost_rollups.Spend's records of unknown price, as a clause."""
+    return fmt.unknown_share(spend.unknown, spend.records)
+
+
+@register.filter
 def metric_value(value: float | None, metric: str) -> str:
     """An alert value with its unit: a rate in per cent (alerts.units)."""
     return units.display(metric, value)

@@ -1,6 +1,7 @@
 """The models page: the swap matrix default → selected, swaps over time, the model
 the router selected at each step, refused forced tool choices by provider and model, and model
-call latency and tokens. One rollup read (dashboard.queries.page_rollups.models_page)."""
+call latency and tokens, and spend by model and provider. Rollup reads only
+(dashboard.queries.page_rollups.models_page, dashboard.queries.cost_rollups.spend_by_model)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from dashboard.charts import category_charts, plotting, time_charts
-from dashboard.queries import page_rollups
+from dashboard.queries import cost_rollups, page_rollups
 from dashboard.web.access import get_project_for_user
 from dashboard.web.params import chart_context, chart_params
 from dashboard.web.timerange import LIVE_SECONDS, empty_period, in_progress
+from records.contract.cost import snapshot_label
 
 
 @login_required
@@ -23,8 +25,11 @@ def models_page(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     data = page_rollups.models_page(project.pk, now, period.name, agents)
     partial = in_progress(period, data["start"], data["end"], now)
+    spend = cost_rollups.spend_by_model(project.pk, period.interval, data["start"], data["end"],
+                                        agents)  # fmt: skip
     swaps = time_charts.percent_lines(data["swap_series"], "swap rate")
-    empty = not (data["matrix"] or data["refused"] or data["errors"] or data["model_calls"])
+    empty = not (data["matrix"] or data["refused"] or data["errors"] or data["model_calls"]
+                 or spend["rows"])  # fmt: skip
     context = {
         **chart_context(project, data, agents, error, chosen),
         "matrix_figure": category_charts.swap_matrix(data["matrix"]) if data["matrix"] else None,
@@ -35,6 +40,8 @@ def models_page(request: HttpRequest) -> HttpResponse:
         "empty": empty_period(project.pk, agents, period, data["start"], data["end"])
         if empty
         else None,
+        "spend": spend,
+        "price_snapshot": snapshot_label(),
         "live": partial is not None,
         "live_seconds": LIVE_SECONDS,
     }

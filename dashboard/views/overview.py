@@ -10,11 +10,12 @@ from django.utils import timezone
 
 from alerts.firing import firing_alerts
 from dashboard.charts import plotting, time_charts
-from dashboard.queries import page_rollups
+from dashboard.queries import cost_rollups, page_rollups
 from dashboard.queries.run_list import run_row
 from dashboard.web.access import get_project_for_user, operator_projects
 from dashboard.web.params import chart_context, chart_params
 from dashboard.web.timerange import LIVE_SECONDS, empty_period, in_progress
+from records.contract.cost import snapshot_label
 from records.metrics.freshness import project_freshness
 from records.models import Run
 from workers.heartbeat import queue_status
@@ -38,10 +39,20 @@ def overview(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     data = page_rollups.overview(project.pk, now, period.name, agents)
     partial = in_progress(period, data["start"], data["end"], now)
+    spend = cost_rollups.overview_spend(project.pk, period.interval, data["start"], data["end"],
+                                        data["start"] - period.span, agents)  # fmt: skip
+    now_spend, before_spend = spend["spend"], spend["previous"]
+    data["kpis"].insert(2, page_rollups.Kpi(
+        "spend", "Spend",
+        now_spend.nano if now_spend.records else None,
+        before_spend.nano if before_spend.records else None,
+        now_spend.records, "usd", rise_is_bad=True,
+    ))  # fmt: skip
     figures_ = {
         "records_figure": time_charts.records_by_kind(data["records_by_kind"]),
         "latency_figure": time_charts.latency_by_model(data["latency_by_model"]),
         "rates_figure": time_charts.rates_over_time(data["rates"], RATE_LABELS),
+        "spend_figure": time_charts.spend_by_model(spend["by_model"]),
     }
     figures_ = {
         name: plotting.over_period(f, data["start"], data["end"], partial)
@@ -67,6 +78,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         # Firing alerts of every project the operator is in: one firing elsewhere matters too.
         "firing_alerts": firing_alerts([p.pk for p in operator_projects(request)]),
         "now": now,
+        "spend": spend["spend"],
+        "price_snapshot": snapshot_label(),
     }
     # htmx asks for everything below the header when the period or agent changes, and every
     # LIVE_SECONDS while the page is live.
