@@ -1,5 +1,5 @@
 """What the operator pages say a decision cost: the runs list, the sessions, a run's timeline,
-the overview, the models page and the narrowing what-if (docs/operations.md, "Cost").
+the overview, the models page and the narrowing what-if (docs/architecture.md, "Pages").
 
 Records go in through the ingest API, which prices them (records.contract.cost), and the
 workers' catch-up pass, which adds the costs up into rollups and run summaries. A project's own
