@@ -106,7 +106,11 @@ def test_it_logs_in_and_draws_the_overview(page: Page, site, console: Console):
     log_in(page, site, console)
     expect(page.locator(".kpi").first).to_be_visible()
     expect(page.locator(".kpi-label").first).to_have_text("Records")
-    assert charts_drawn(page) == 3
+    # Records by kind, classifier latency, the rates and spend by model.
+    assert charts_drawn(page) == 4
+    expect(page.locator("[data-unknown-share]")).to_contain_text(
+        "of records with usage have no known price"
+    )
     expect(page.locator("h2", has_text="Recent runs")).to_be_visible()
     screenshot(page, "overview")
     # The period selector swaps the charts in place and keeps the choice in the URL.
