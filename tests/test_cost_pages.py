@@ -234,7 +234,7 @@ def test_the_overview_shows_the_periods_spend_by_model_and_the_unpriced_share(al
     page = alice_page.get("/").content.decode()
     kpi = re.search(r'data-kpi="spend">(.*?)</div>\s*</div>', page, re.S)
     assert kpi and "$0.0315" in kpi.group(1)
-    # Five records with usage: two priced calls, the turn's report, and one call without a price.
+    # Four records with usage: two priced calls, the turn's report, and one call without a price.
     assert "Spend $0.0315: 25.0 % of records with usage have no known price." in page
     spend = {t["name"]: sum(t["y"]) for t in figure(page, "chart-spend")["data"]}
     assert spend == pytest.approx({"house-model": 0.0192, "(model not reported)": 0.0123})
@@ -252,3 +252,19 @@ def test_the_models_page_shows_spend_by_model_and_provider(alice, alice_page):
     ]
     assert "Total $0.0315: 25.0 % of records with usage have no known price." in page
     assert EVIL_TEXT not in page
+
+
+def test_the_pages_spend_is_what_the_cost_metric_answers(alice, alice_page):
+    from dashboard.queries import page_rollups
+
+    priced_run(alice)
+    priced_run(alice, "run-2", "sess-2")
+    start, end = page_rollups.overview_range(timezone.now(), "24h")
+    params = {"from": start.isoformat(), "to": end.isoformat(), "interval": "hour"}
+    answer = alice.client(alice.read_key).get("/api/v1/metrics/cost", params).json()
+    usd = sum(t["value"] or 0 for t in answer["totals"])
+    unknown = sum(t["unknown"] for t in answer["totals"])
+    count = sum(t["count"] for t in answer["totals"])
+    assert (round(usd, 9), unknown, count) == (0.063, 2, 8)
+    page = alice_page.get("/", {"period": "24h"}).content.decode()
+    assert "Spend $0.0630: 25.0 % of records with usage have no known price." in page

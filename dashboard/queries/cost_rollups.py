@@ -3,8 +3,10 @@
 The catch-up adds each record with usage into its rollup row (records.catchup): `cost_nano`
 (the spend of the priced records), `cost_records` (those with usage) and `cost_unknown` (those
 of them with no known price), so a total is always shown with the share it leaves out. Three
-kinds carry usage: a model call (the main model, its provider in the row's key), a pick (its
-classifier's own call) and a turn (the total its agent reported). One grouped read per page.
+kinds carry usage (records.metrics.cost_metrics.COST_KINDS): a model call (the main model, its
+provider in the row's key), a pick (its classifier's own call) and a turn (the total its agent
+reported). One grouped read per page, through the reader the `cost` metric folds, so the
+amounts are those GET /api/v1/metrics?metric=cost answers.
 """
 
 from __future__ import annotations
@@ -13,20 +15,17 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Sum
-
 from records.contract import rollup_keys
-from records.contract.buckets import truncate
 from records.contract.rollup_keys import MODEL_CALL, PICK, TURN
-from records.models import Grain, Rollup
+from records.metrics import reader
+from records.metrics.cost_metrics import COST_KINDS, provider_of
 
-COST_KINDS = (MODEL_CALL, PICK, TURN)
 # What a row's model is, by kind, as the models page names it.
 ROLES = {MODEL_CALL: "main model", PICK: "classifier", TURN: "turn total (reported)"}
 
 
 @dataclass
-class Spend:
+class SpendTally:
     """nano-USD of the priced records, the records with usage, and those without a price."""
 
     nano: int = 0
@@ -44,19 +43,11 @@ class Spend:
 
 
 def cost_rows(project_id: int, grain: str, start: datetime, end: datetime, agents: list[str]):
-    """(bucket, kind, model, key, nano, records, unknown) of the rows of COST_KINDS with usage
-    in [start, end), summed over agents by the database."""
-    rows = Rollup.objects.filter(
-        project_id=project_id, grain=Grain(grain), bucket__gte=truncate(start, grain),
-        bucket__lt=end, kind__in=COST_KINDS, cost_records__gt=0,
-    )  # fmt: skip
-    if agents:
-        rows = rows.filter(agent__in=agents)
-    return (
-        rows.values_list("bucket", "kind", "model", "key")
-        .annotate(nano=Sum("cost_nano"), n=Sum("cost_records"), unknown=Sum("cost_unknown"))
-        .order_by()
-    )
+    """The rows of COST_KINDS with usage in [start, end), summed over agents by the database
+    (records.metrics.reader, which the `cost` metric reads too)."""
+    rows = reader.read(project_id, grain, start, end, kinds=COST_KINDS, agents=agents,
+                       keep=("bucket", "kind", "model", "key"))  # fmt: skip
+    return [r for r in rows if r.cost_records]
 
 
 def overview_spend(
@@ -65,17 +56,15 @@ def overview_spend(
 ) -> dict:  # fmt: skip
     """The period's spend and the one before's, and the period's spend per model and bucket
     ({model label: [(bucket, nano)]}, the most spent first). One query."""
-    now, before = Spend(), Spend()
+    now, before = SpendTally(), SpendTally()
     by_model: dict[str, dict[datetime, int]] = defaultdict(lambda: defaultdict(int))
-    for bucket, _, model, _, nano, n, unknown in cost_rows(
-        project_id, grain, previous_start, end, agents
-    ):
-        if bucket < start:
-            before.add(nano, n, unknown)
+    for r in cost_rows(project_id, grain, previous_start, end, agents):
+        if r.bucket < start:
+            before.add(r.cost_nano, r.cost_records, r.cost_unknown)
             continue
-        now.add(nano, n, unknown)
-        if nano:
-            by_model[rollup_keys.model_label(model or None)][bucket] += nano
+        now.add(r.cost_nano, r.cost_records, r.cost_unknown)
+        if r.cost_nano:
+            by_model[rollup_keys.model_label(r.model or None)][r.bucket] += r.cost_nano
     totals = {model: sum(points.values()) for model, points in by_model.items()}
     return {
         "spend": now,
@@ -92,12 +81,13 @@ def spend_by_model(
 ) -> dict:
     """The period's spend per (role, provider, model), the most spent first, and its total.
     One query."""
-    cells: dict[tuple[str, str, str], Spend] = defaultdict(Spend)
-    total = Spend()
-    for _, kind, model, key, nano, n, unknown in cost_rows(project_id, grain, start, end, agents):
-        provider = rollup_keys.decode(MODEL_CALL, key)["provider"] if kind == MODEL_CALL else ""
-        cells[(ROLES[kind], provider or "", model)].add(nano, n, unknown)
-        total.add(nano, n, unknown)
+    cells: dict[tuple[str, str, str], SpendTally] = defaultdict(SpendTally)
+    total = SpendTally()
+    for r in cost_rows(project_id, grain, start, end, agents):
+        cells[(ROLES[r.kind], provider_of(r) or "", r.model)].add(
+            r.cost_nano, r.cost_records, r.cost_unknown
+        )
+        total.add(r.cost_nano, r.cost_records, r.cost_unknown)
     rows = [
         {
             "role": role,

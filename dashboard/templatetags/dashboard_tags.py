@@ -26,7 +26,7 @@ register.filter("usd", fmt.usd)
 
 @register.filter
 def unknown_share(spend) -> str:
-    """A dashboard.queries.cost_rollups.Spend's records of unknown price, as a clause."""
+    """A dashboard.queries.cost_rollups.SpendTally's records of unknown price, as a clause."""
     return fmt.unknown_share(spend.unknown, spend.records)
 
 
