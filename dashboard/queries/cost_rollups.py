@@ -5,13 +5,15 @@ The catch-up adds each record with usage into its rollup row (records.catchup): 
 of them with no known price), so a total is always shown with the share it leaves out. Three
 kinds carry usage (records.metrics.cost_metrics.COST_KINDS): a model call (the main model, its
 provider in the row's key), a pick (its classifier's own call) and a turn (the total its agent
-reported). One grouped read per page, through the reader the `cost` metric folds, so the
-amounts are those GET /api/v1/metrics?metric=cost answers.
+reported). Read through the reader the `cost` metric folds, so the amounts are those
+GET /api/v1/metrics/cost answers: the overview's totals come with the rows it reads by kind
+(spend_of), its chart and the models page's table with one grouped read each.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -50,29 +52,29 @@ def cost_rows(project_id: int, grain: str, start: datetime, end: datetime, agent
     return [r for r in rows if r.cost_records]
 
 
-def overview_spend(
-    project_id: int, grain: str, start: datetime, end: datetime, previous_start: datetime,
-    agents: list[str],
-) -> dict:  # fmt: skip
-    """The period's spend and the one before's, and the period's spend per model and bucket
-    ({model label: [(bucket, nano)]}, the most spent first). One query."""
-    now, before = SpendTally(), SpendTally()
+def spend_of(rows: Iterable[reader.Row]) -> SpendTally:
+    """The spend of rows read with their cost columns (rows of other kinds add 0)."""
+    out = SpendTally()
+    for r in rows:
+        if r.cost_records:
+            out.add(r.cost_nano, r.cost_records, r.cost_unknown)
+    return out
+
+
+def spend_over_time(
+    project_id: int, grain: str, start: datetime, end: datetime, agents: list[str]
+) -> dict[str, list[tuple[datetime, int]]]:
+    """Spend per model and bucket ({model label: [(bucket, nano)]}, the most spent first):
+    one read, summed by the database over kinds, keys and agents."""
     by_model: dict[str, dict[datetime, int]] = defaultdict(lambda: defaultdict(int))
-    for r in cost_rows(project_id, grain, previous_start, end, agents):
-        if r.bucket < start:
-            before.add(r.cost_nano, r.cost_records, r.cost_unknown)
-            continue
-        now.add(r.cost_nano, r.cost_records, r.cost_unknown)
+    for r in reader.read(project_id, grain, start, end, kinds=COST_KINDS, agents=agents,
+                         keep=("bucket", "model")):  # fmt: skip
         if r.cost_nano:
             by_model[rollup_keys.model_label(r.model or None)][r.bucket] += r.cost_nano
     totals = {model: sum(points.values()) for model, points in by_model.items()}
     return {
-        "spend": now,
-        "previous": before,
-        "by_model": {
-            model: sorted(by_model[model].items())
-            for model in sorted(totals, key=lambda m: (-totals[m], m))
-        },
+        model: sorted(by_model[model].items())
+        for model in sorted(totals, key=lambda m: (-totals[m], m))
     }
 
 

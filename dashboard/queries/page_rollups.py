@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from dashboard.queries.cost_rollups import spend_of
 from records.contract import rollup_keys
 from records.contract.buckets import truncate
 from records.contract.rollup_keys import (
@@ -316,6 +317,11 @@ def overview(project_id: int, now: datetime, period_name: str, agents: list[str]
     runs_now = sum(r.count for r in runs if r.bucket >= start)
     runs_before = sum(r.count for r in runs if r.bucket < start)
     kpis.insert(1, Kpi("runs", "Active runs", runs_now, runs_before, runs_now, "count"))
+    # Spend comes with the same rows, each with its cost columns (dashboard.queries.cost_rollups).
+    spend, spend_before = spend_of(records_now), spend_of(records_before)
+    kpis.insert(2, Kpi("spend", "Spend", spend.nano if spend.records else None,
+                       spend_before.nano if spend_before.records else None, spend.records,
+                       "usd", rise_is_bad=True))  # fmt: skip
     records_by_kind = grouped("records", records_now, start, end, interval)
     latency = [
         {
@@ -338,6 +344,7 @@ def overview(project_id: int, now: datetime, period_name: str, agents: list[str]
         # Records that named no classifier model count in the KPI, not as a line.
         "latency_by_model": [s for s in latency if s["points"] and s["group"]["model"]],
         "rates": rates,
+        "spend": spend,
     }
 
 

@@ -39,20 +39,13 @@ def overview(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     data = page_rollups.overview(project.pk, now, period.name, agents)
     partial = in_progress(period, data["start"], data["end"], now)
-    spend = cost_rollups.overview_spend(project.pk, period.interval, data["start"], data["end"],
-                                        data["start"] - period.span, agents)  # fmt: skip
-    now_spend, before_spend = spend["spend"], spend["previous"]
-    data["kpis"].insert(2, page_rollups.Kpi(
-        "spend", "Spend",
-        now_spend.nano if now_spend.records else None,
-        before_spend.nano if before_spend.records else None,
-        now_spend.records, "usd", rise_is_bad=True,
-    ))  # fmt: skip
+    spend_by_model = cost_rollups.spend_over_time(project.pk, period.interval, data["start"],
+                                                  data["end"], agents)  # fmt: skip
     figures_ = {
         "records_figure": time_charts.records_by_kind(data["records_by_kind"]),
         "latency_figure": time_charts.latency_by_model(data["latency_by_model"]),
         "rates_figure": time_charts.rates_over_time(data["rates"], RATE_LABELS),
-        "spend_figure": time_charts.spend_by_model(spend["by_model"]),
+        "spend_figure": time_charts.spend_by_model(spend_by_model),
     }
     figures_ = {
         name: plotting.over_period(f, data["start"], data["end"], partial)
@@ -78,7 +71,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         # Firing alerts of every project the operator is in: one firing elsewhere matters too.
         "firing_alerts": firing_alerts([p.pk for p in operator_projects(request)]),
         "now": now,
-        "spend": spend["spend"],
+        "spend": data["spend"],
         "price_snapshot": snapshot_label(),
     }
     # htmx asks for everything below the header when the period or agent changes, and every
