@@ -18,6 +18,8 @@ from rest_framework.permissions import BasePermission
 
 from records.models import ApiKey, Project, hash_key
 
+KEY_REFUSED = "Unknown or revoked API key."
+
 
 @dataclass(frozen=True)
 class KeyPrincipal:
@@ -39,10 +41,10 @@ def key_for_authorization(header: bytes) -> ApiKey | None:
     try:
         raw = parts[1].decode("ascii")
     except UnicodeDecodeError:
-        raise AuthenticationFailed("Unknown or revoked API key.") from None
+        raise AuthenticationFailed(KEY_REFUSED) from None
     key = live_key(hash_key(raw))
     if key is None:
-        raise AuthenticationFailed("Unknown or revoked API key.")
+        raise AuthenticationFailed(KEY_REFUSED)
     key.note_use()
     return key
 

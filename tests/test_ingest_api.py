@@ -257,6 +257,18 @@ def test_it_looks_a_key_up_once_per_bound(alice, settings):
     assert not [q for q in queries.captured_queries if "records_apikey" in q["sql"]]
 
 
+def test_it_refuses_a_cached_key_whose_project_was_deleted(alice, bob, settings):
+    settings.DECISIONBOARD = {**settings.DECISIONBOARD, "API_KEY_CACHE_SECONDS": 60}
+    project_id = alice.project.pk
+    assert post(alice.client(), record(id="r1")).status_code == 200
+    alice.project.delete()
+    response = post(alice.client(), record(id="r2"))
+    assert response.status_code == 401
+    assert response.json()["detail"] == "Unknown or revoked API key."
+    assert not Record.objects.filter(project_id=project_id).exists()
+    assert post(bob.client(), record(id="r2")).status_code == 200
+
+
 def test_it_answers_403_for_a_key_without_the_ingest_scope(alice):
     response = post(alice.client(alice.read_key), record())
     assert response.status_code == 403
