@@ -145,3 +145,23 @@ def test_a_batch_waits_for_a_delete_under_way_and_stores_nothing(transactional_d
     storing.join(10)
     assert isinstance(outcome[0], ProjectGone)
     assert stored_of(project_id) == (0, 0)
+
+
+@pytest.mark.both_dbs
+def test_it_stores_every_column_as_normalised(alice):
+    tricky = 'a\\b\tc\nd "e" \u00e9\u4e2d\U0001f600 \\N'
+    posted = record(
+        "tool_choice.pick",
+        id="r\\1\t",
+        run_id=tricky,
+        agent=tricky,
+        data={"latencyMs": 0.1 + 0.2, "extra": {"text": tricky, "big": 2**70, "neg": -1e-300}},
+    )
+    normalised = normalise(posted, now=NOW)
+    store_records(alice.project.pk, [normalised], NOW)
+    stored = Record.objects.get(project=alice.project)
+    assert stored.record_key == "r\\1\t" and stored.run_id == tricky and stored.agent == tricky
+    assert stored.ts == normalised.ts and stored.latency_ms == 0.1 + 0.2
+    assert stored.tokens_in == 800 and stored.iteration == 0 and stored.is_swap is False
+    assert stored.data["extra"] == {"text": tricky, "big": 2**70, "neg": -1e-300}
+    assert stored.data == posted["data"]
