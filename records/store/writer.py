@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection, connections, transaction
-from psycopg import postgres, pq
-from psycopg.adapt import Dumper
 
 from records.contract.normalise import NormalisedRecord
 from records.models import PendingBatch, Project, Record, RecordKey, Run
@@ -78,30 +76,6 @@ CREATE TEMP TABLE IF NOT EXISTS ingest_stage (
     named_models text, has_violation boolean, data jsonb, derived jsonb
 ) ON COMMIT DELETE ROWS
 """
-# The stage's column types in COLUMNS order, for a binary COPY: PostgreSQL then reads each value
-# as it is stored instead of parsing text (escapes, numbers, timestamps), most of a text COPY's
-# cost on the server. Read off the DDL, so that a column added there is typed here too.
-_STAGE_COLUMNS = [
-    column.split(None, 1)
-    for column in " ".join(_STAGE_DDL.split("(", 1)[1].rsplit(")", 1)[0].split()).split(", ")
-]
-if [name for name, _ in _STAGE_COLUMNS] != list(COLUMNS):
-    raise RuntimeError("ingest_stage must have the columns of COLUMNS, in their order")
-_STAGE_TYPES = [column_type for _, column_type in _STAGE_COLUMNS]
-
-
-class _JsonTextDumper(Dumper):
-    """A jsonb column's value in a binary COPY from JSON text already serialised
-    (NormalisedRecord.data_json, derived_json): psycopg's own jsonb dumper would serialise the
-    text again, as a JSON string."""
-
-    format = pq.Format.BINARY
-    oid = postgres.types["jsonb"].oid
-
-    def dump(self, obj: str) -> bytes:
-        return b"\x01" + obj.encode()  # jsonb's binary form: version 1, then the text
-
-
 _PG_INSERT = f"""
 WITH new_keys AS (
     -- The table is partitioned by ts, so the keys' uniqueness lives in RecordKey: a resend is a
@@ -235,11 +209,7 @@ def _insert_postgresql(
         if cursor.fetchone() is None:  # the first statement's answer
             raise ProjectGone(project_id)
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper, for COPY
-        with raw.copy(
-            f"COPY ingest_stage ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)"
-        ) as copy:
-            raw.adapters.register_dumper(None, _JsonTextDumper)  # for this cursor alone
-            copy.set_types(_STAGE_TYPES)
+        with raw.copy(f"COPY ingest_stage ({', '.join(COLUMNS)}) FROM STDIN") as copy:
             for record in rows:
                 copy.write_row(record_row(record, record.ts))
         cursor.execute(_PG_INSERT, {"project": project_id, "now": now})
