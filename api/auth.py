@@ -1,14 +1,24 @@
-"""API keys on `Authorization: Bearer <key>`: the key names the project, its scope the rights."""
+"""API keys on `Authorization: Bearer <key>`: the key names the project, its scope the rights.
+
+A process keeps each live key it has looked up for API_KEY_CACHE_SECONDS (DECISIONBOARD), so that
+a stream of ingest batches costs no query a batch: a key revoked (or its project deleted) is
+refused by every process at most that long afterwards. An unknown key is never kept, so a key
+issued a moment ago works at once.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from time import monotonic
 
+from django.conf import settings
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import BasePermission
 
 from records.models import ApiKey, Project, hash_key
+
+KEY_REFUSED = "Unknown or revoked API key."
 
 
 @dataclass(frozen=True)
@@ -31,15 +41,40 @@ def key_for_authorization(header: bytes) -> ApiKey | None:
     try:
         raw = parts[1].decode("ascii")
     except UnicodeDecodeError:
-        raise AuthenticationFailed("Unknown or revoked API key.") from None
+        raise AuthenticationFailed(KEY_REFUSED) from None
+    key = live_key(hash_key(raw))
+    if key is None:
+        raise AuthenticationFailed(KEY_REFUSED)
+    key.note_use()
+    return key
+
+
+# key_hash -> (monotonic time it was read, the key); entries are replaced whole, never mutated in
+# place, so the threads of a worker can share it.
+_live_keys: dict[str, tuple[float, ApiKey]] = {}
+# Past this many keys the cache starts over rather than grow with every key ever seen.
+_LIVE_KEYS_MAX = 1_000
+
+
+def live_key(key_hash: str) -> ApiKey | None:
+    """The unrevoked key with this hash (its project loaded), from this process's cache when it
+    was read less than API_KEY_CACHE_SECONDS ago."""
+    ttl = settings.DECISIONBOARD["API_KEY_CACHE_SECONDS"]
+    now = monotonic()
+    cached = _live_keys.get(key_hash)
+    if cached is not None and now - cached[0] < ttl:
+        return cached[1]
     key = (
         ApiKey.objects.select_related("project")
-        .filter(key_hash=hash_key(raw), revoked_at__isnull=True)
+        .filter(key_hash=key_hash, revoked_at__isnull=True)
         .first()
     )
-    if key is None:
-        raise AuthenticationFailed("Unknown or revoked API key.")
-    key.note_use()
+    if key is None or ttl <= 0:
+        _live_keys.pop(key_hash, None)
+        return key
+    if len(_live_keys) >= _LIVE_KEYS_MAX:
+        _live_keys.clear()
+    _live_keys[key_hash] = (now, key)
     return key
 
 

@@ -22,16 +22,17 @@ from gunicorn.http.errors import (
     ParseException,
 )
 from rest_framework import status
-from rest_framework.exceptions import ParseError, UnsupportedMediaType
+from rest_framework.exceptions import AuthenticationFailed, ParseError, UnsupportedMediaType
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api.auth import CanIngest
+from api.auth import KEY_REFUSED, CanIngest
 from api.bodies import SURROGATE_MESSAGE, decode_json, may_hold_surrogates, surrogate_path
 from api.encoding import inflate
 from api.throttles import KeyRateThrottle
 from ops.instruments import count_api_ingest
 from records.store.ingest import ingest
+from records.store.writer import ProjectGone
 from workers.dispatch import request_catch_up
 
 JSON_TYPES = {"application/json"}
@@ -70,13 +71,16 @@ class IngestView(APIView):
         body = read_body(request)
         parsed = parse_body(body, request.content_type or "")
         now = timezone.now()
-        result = ingest(
-            request.auth.project_id,
-            parsed.records,
-            now=now,
-            scrub=parsed.scrub,
-            unreadable=parsed.unreadable,
-        )
+        try:
+            result = ingest(
+                request.auth.project_id,
+                parsed.records,
+                now=now,
+                scrub=parsed.scrub,
+                unreadable=parsed.unreadable,
+            )
+        except ProjectGone:  # deleted since its key was read (api.auth keeps keys briefly)
+            raise AuthenticationFailed(KEY_REFUSED) from None
         count_api_ingest(
             request.auth.project,
             parsed.records,

@@ -17,16 +17,21 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from google.rpc.status_pb2 import Status
 from rest_framework import status
-from rest_framework.exceptions import ParseError, Throttled, UnsupportedMediaType
+from rest_framework.exceptions import (
+    AuthenticationFailed,
+    ParseError,
+    Throttled,
+    UnsupportedMediaType,
+)
 from rest_framework.views import APIView
 
-from api.auth import CanIngest
+from api.auth import KEY_REFUSED, CanIngest
 from api.ingest import read_body
 from api.throttles import KeyRateThrottle
 from ops.instruments import count_otlp_ingest
 from records.formats import otlp
 from records.store.ingest import configured_limits
-from records.store.writer import store_records
+from records.store.writer import ProjectGone, store_records
 from workers.dispatch import request_catch_up
 
 # Seconds an exporter should wait when the database cannot be reached.
@@ -85,7 +90,10 @@ class OtlpTracesView(APIView):
             raise ParseError(str(exc)) from None
         now = timezone.now()
         result = otlp.normalise_export(export, now=now, limits=configured_limits())
-        stored = store_records(request.auth.project_id, result.records, now)
+        try:
+            stored = store_records(request.auth.project_id, result.records, now)
+        except ProjectGone:  # deleted since its key was read (api.auth keeps keys briefly)
+            raise AuthenticationFailed(KEY_REFUSED) from None
         count_otlp_ingest(request.auth.project, result, stored)
         if stored.accepted:
             request_catch_up(request.auth.project_id)  # after the commit; best effort

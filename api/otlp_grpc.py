@@ -37,14 +37,14 @@ from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from rest_framework.exceptions import AuthenticationFailed
 
-from api.auth import CanIngest, key_for_authorization
+from api.auth import KEY_REFUSED, CanIngest, key_for_authorization
 from api.throttles import KeyRateThrottle
 from config.outage import RETRY_AFTER_SECONDS, is_database_outage
 from ops.instruments import count_otlp_ingest, observe_grpc_request
 from records.formats import otlp
 from records.models import ApiKey
 from records.store.ingest import configured_limits
-from records.store.writer import store_records
+from records.store.writer import ProjectGone, store_records
 from workers.dispatch import request_catch_up
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,10 @@ def export(body: bytes, authorization: str | None) -> trace_service_pb2.ExportTr
         raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
     now = timezone.now()
     result = otlp.normalise_export(request, now=now, limits=configured_limits())
-    stored = store_records(key.project_id, result.records, now)
+    try:
+        stored = store_records(key.project_id, result.records, now)
+    except ProjectGone:  # deleted since its key was read (api.auth keeps keys briefly)
+        raise Refusal(grpc.StatusCode.UNAUTHENTICATED, KEY_REFUSED) from None
     count_otlp_ingest(key.project, result, stored)
     if stored.accepted:
         request_catch_up(key.project_id)  # after the commit; best effort

@@ -333,6 +333,10 @@ DECISIONBOARD = {
     # above one busy agent and the benchmarks; with REDIS_URL it is shared by all web processes,
     # otherwise each process counts on its own.
     "INGEST_RATE_LIMIT": env_rate("DECISIONBOARD_INGEST_RATE_LIMIT", "1000/s"),
+    # How long a web process trusts an API key it has looked up (api.auth): a revoked key, or
+    # one of a deleted project, is refused at most this long afterwards. 0 asks the database on
+    # every request.
+    "API_KEY_CACHE_SECONDS": env_int("DECISIONBOARD_API_KEY_CACHE_SECONDS", 5, minimum=0),
     "MAX_DATA_BYTES": env_size("DECISIONBOARD_MAX_DATA_BYTES", "256KB"),
     "MAX_FUTURE_SECONDS": env_int("DECISIONBOARD_MAX_FUTURE_SECONDS", 300, minimum=0),
     # The catch-up's lanes (records.catchup.passes): projects split by id into this many, each

@@ -9,8 +9,9 @@ import threading
 
 import orjson
 import pytest
-from django.db import connections
+from django.db import connection, connections
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from records import catchup
@@ -218,6 +219,54 @@ def test_it_answers_401_for_a_revoked_key(alice):
 
     ApiKey.objects.filter(pk=alice.ingest_key_obj.pk).update(revoked_at=timezone.now())
     assert post(alice.client(), record()).status_code == 401
+
+
+def test_it_refuses_a_key_revoked_after_use_once_the_cache_bound_has_passed(
+    alice, settings, monkeypatch
+):
+    from django.utils import timezone
+
+    settings.DECISIONBOARD = {**settings.DECISIONBOARD, "API_KEY_CACHE_SECONDS": 5}
+    clock = [1000.0]
+    monkeypatch.setattr("api.auth.monotonic", lambda: clock[0])
+    assert post(alice.client(), record(id="r1")).status_code == 200
+    ApiKey.objects.filter(pk=alice.ingest_key_obj.pk).update(revoked_at=timezone.now())
+    clock[0] += 4.9
+    assert post(alice.client(), record(id="r2")).status_code == 200  # within the bound
+    clock[0] += 0.1
+    assert post(alice.client(), record(id="r3")).status_code == 401
+    assert post(alice.client(), record(id="r4")).status_code == 401
+    assert set(Record.objects.values_list("record_key", flat=True)) == {"r1", "r2"}
+
+
+def test_it_refuses_a_revoked_key_at_once_without_the_cache(alice, settings):
+    from django.utils import timezone
+
+    settings.DECISIONBOARD = {**settings.DECISIONBOARD, "API_KEY_CACHE_SECONDS": 0}
+    assert post(alice.client(), record(id="r1")).status_code == 200
+    ApiKey.objects.filter(pk=alice.ingest_key_obj.pk).update(revoked_at=timezone.now())
+    assert post(alice.client(), record(id="r2")).status_code == 401
+
+
+def test_it_looks_a_key_up_once_per_bound(alice, settings):
+    settings.DECISIONBOARD = {**settings.DECISIONBOARD, "API_KEY_CACHE_SECONDS": 60}
+    client = alice.client()
+    assert post(client, record(id="r1")).status_code == 200
+    with CaptureQueriesContext(connection) as queries:
+        assert post(client, record(id="r2")).status_code == 200
+    assert not [q for q in queries.captured_queries if "records_apikey" in q["sql"]]
+
+
+def test_it_refuses_a_cached_key_whose_project_was_deleted(alice, bob, settings):
+    settings.DECISIONBOARD = {**settings.DECISIONBOARD, "API_KEY_CACHE_SECONDS": 60}
+    project_id = alice.project.pk
+    assert post(alice.client(), record(id="r1")).status_code == 200
+    alice.project.delete()
+    response = post(alice.client(), record(id="r2"))
+    assert response.status_code == 401
+    assert response.json()["detail"] == "Unknown or revoked API key."
+    assert not Record.objects.filter(project_id=project_id).exists()
+    assert post(bob.client(), record(id="r2")).status_code == 200
 
 
 def test_it_answers_403_for_a_key_without_the_ingest_scope(alice):

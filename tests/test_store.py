@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, datetime
 
 import psycopg
 import pytest
-from django.db import transaction
+from django.db import connections, transaction
 
 from records.contract.normalise import normalise
-from records.models import Record
-from records.store.writer import STAGE, store_records
+from records.models import Project, Record, RecordKey
+from records.store.writer import STAGE, ProjectGone, store_records
 from tests.conftest import database_url
 from tests.factories import record
 
@@ -64,3 +66,102 @@ def test_ingest_never_waits_for_a_catch_up_pass_that_updated_the_run(
         late = normalise(record(run_id="busy"), now=NOW)
         assert store_records(alice.project.pk, [late], NOW).accepted == 1
         catch_up.rollback()
+
+
+def stored_of(project_id: int) -> tuple[int, int]:
+    """Records and record keys of a project, deleted or not."""
+    return (
+        Record.objects.filter(project_id=project_id).count(),
+        RecordKey.objects.filter(project_id=project_id).count(),
+    )
+
+
+@pytest.mark.both_dbs
+def test_it_stores_nothing_for_a_deleted_project(alice, bob):
+    gone = alice.project.pk
+    store_records(gone, batch(2), NOW)
+    alice.project.delete()
+    assert stored_of(gone) == (0, 0)
+    with pytest.raises(ProjectGone):
+        store_records(gone, batch(3), NOW)
+    assert stored_of(gone) == (0, 0)
+    assert store_records(bob.project.pk, batch(1), NOW).accepted == 1
+
+
+def wait_for_a_lock_wait(seconds: float = 10) -> None:
+    """Until some backend of the test database waits for a lock (seen from a connection of its
+    own: pg_stat_activity is read once per transaction)."""
+    deadline = time.monotonic() + seconds
+    with psycopg.connect(database_url(), autocommit=True) as watcher:
+        while time.monotonic() < deadline:
+            waiting = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock'"
+            ).fetchone()[0]
+            if waiting:
+                return
+            time.sleep(0.02)
+    raise AssertionError("nothing waited for a lock")
+
+
+def in_thread(function) -> tuple[threading.Thread, list]:
+    outcome: list = []
+
+    def run():
+        try:
+            outcome.append(function())
+        except Exception as exc:
+            outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_delete_waits_for_a_batch_under_way_and_deletes_its_records(
+    transactional_db, alice, postgres
+):
+    project_id = alice.project.pk
+    with transaction.atomic():
+        assert store_records(project_id, batch(3), NOW).accepted == 3
+        deleting, outcome = in_thread(lambda: Project.objects.get(pk=project_id).delete())
+        wait_for_a_lock_wait()  # the delete, on the project row the batch holds
+        assert deleting.is_alive()
+    deleting.join(10)
+    assert not isinstance(outcome[0], Exception)
+    assert stored_of(project_id) == (0, 0)
+
+
+def test_a_batch_waits_for_a_delete_under_way_and_stores_nothing(transactional_db, alice, postgres):
+    project_id = alice.project.pk
+    store_records(project_id, batch(2), NOW)
+    with transaction.atomic():
+        Project.objects.get(pk=project_id).delete()
+        storing, outcome = in_thread(lambda: store_records(project_id, batch(3), NOW))
+        wait_for_a_lock_wait()  # the batch, on the project row the delete holds
+        assert storing.is_alive()
+    storing.join(10)
+    assert isinstance(outcome[0], ProjectGone)
+    assert stored_of(project_id) == (0, 0)
+
+
+@pytest.mark.both_dbs
+def test_it_stores_every_column_as_normalised(alice):
+    tricky = 'a\\b\tc\nd "e" \u00e9\u4e2d\U0001f600 \\N'
+    posted = record(
+        "tool_choice.pick",
+        id="r\\1\t",
+        run_id=tricky,
+        agent=tricky,
+        data={"latencyMs": 0.1 + 0.2, "extra": {"text": tricky, "big": 2**70, "neg": -1e-300}},
+    )
+    normalised = normalise(posted, now=NOW)
+    store_records(alice.project.pk, [normalised], NOW)
+    stored = Record.objects.get(project=alice.project)
+    assert stored.record_key == "r\\1\t" and stored.run_id == tricky and stored.agent == tricky
+    assert stored.ts == normalised.ts and stored.latency_ms == 0.1 + 0.2
+    assert stored.tokens_in == 800 and stored.iteration == 0 and stored.is_swap is False
+    assert stored.data["extra"] == {"text": tricky, "big": 2**70, "neg": -1e-300}
+    assert stored.data == posted["data"]

@@ -67,9 +67,15 @@ class Record(models.Model):
     """
 
     # No index of its own: record_ts (project, ts) and the others lead with the project, and
-    # every index is paid for on each insert.
+    # every index is paid for on each insert. No constraint in the database either (a check at
+    # commit for every row inserted): the writer holds the project row with a key-share lock for
+    # the batch instead, and deleting a project locks that row first (records.store.writer).
     project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="records", db_index=False
+        Project,
+        on_delete=models.CASCADE,
+        related_name="records",
+        db_index=False,
+        db_constraint=False,
     )
     record_key = models.CharField(
         max_length=200, help_text="The posted id, or sha256: of the canonical record without one."
@@ -161,8 +167,11 @@ class RecordKey(models.Model):
     """
 
     pk = models.CompositePrimaryKey("project", "record_key")
-    # No index of its own: the primary key's (project_id, record_key) leads with it.
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    # No index of its own: the primary key's (project_id, record_key) leads with it. No
+    # constraint, as for Record.project.
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
     record_key = models.CharField(max_length=200)
     # The UTC day of the record's ts, so its partition's. Set when the key is inserted, which is
     # when its record is stored; a resend with another ts is a duplicate and leaves it.

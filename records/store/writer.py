@@ -10,6 +10,13 @@ as a duplicate. A run is created on first sight; the catch-up pass widens it and
 records. A batch that stored records also leaves a PendingBatch row, which its project's
 freshness reads until the catch-up folds it. Records with usage are priced first
 (records.store.pricing).
+
+Records and their keys have no foreign key constraint on their project (a check at commit for
+every row): a batch holds its project row with a key-share lock instead, taken once, and
+deleting a project takes that row's update lock before its records are deleted
+(`hold_project_for_delete`). Whichever comes second waits for the other to commit: a delete then
+deletes the batch's records too, and a batch finds its project gone (ProjectGone) and stores
+nothing.
 """
 
 from __future__ import annotations
@@ -19,10 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 
 from records.contract.normalise import NormalisedRecord
-from records.models import PendingBatch, Record, RecordKey, Run
+from records.models import PendingBatch, Project, Record, RecordKey, Run
 from records.store import partitions, retention
 from records.store.locks import INGEST_LOCK_KEY
 from records.store.pricing import price_records
@@ -31,6 +38,7 @@ RECORD_TABLE = Record._meta.db_table
 RUN_TABLE = Run._meta.db_table
 KEY_TABLE = RecordKey._meta.db_table
 BATCH_TABLE = PendingBatch._meta.db_table
+PROJECT_TABLE = Project._meta.db_table
 # The columns a NormalisedRecord fills, in its field order.
 COLUMNS = (
     "record_key",
@@ -127,6 +135,10 @@ ON CONFLICT (project_id, run_id) DO NOTHING
 """
 
 
+class ProjectGone(LookupError):
+    """The project of a batch was deleted before the batch was stored (nothing was stored)."""
+
+
 @dataclass(frozen=True)
 class StoreResult:
     accepted: int
@@ -201,9 +213,13 @@ def _insert_postgresql(
         # batches in one transaction: then it is truncated first. Not otherwise: a TRUNCATE
         # gives the temporary table a new file and a new pg_class row version every batch.
         cursor.execute(
+            f"SELECT id FROM {PROJECT_TABLE} WHERE id = %s FOR KEY SHARE; "
             f"SELECT pg_advisory_xact_lock_shared({INGEST_LOCK_KEY}); {_STAGE_DDL}"
-            + ("" if stage_empty else f"; TRUNCATE {STAGE}")
+            + ("" if stage_empty else f"; TRUNCATE {STAGE}"),
+            [project_id],
         )
+        if cursor.fetchone() is None:  # the first statement's answer
+            raise ProjectGone(project_id)
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper, for COPY
         with raw.copy(f"COPY {STAGE} ({', '.join(COLUMNS)}) FROM STDIN") as copy:
             for record in rows:
@@ -215,6 +231,10 @@ def _insert_postgresql(
 def _insert_sqlite(project_id: int, rows: list[NormalisedRecord], now: datetime) -> dict[str, int]:
     ops = connection.ops
     with connection.cursor() as cursor:
+        # The write lock, held since BEGIN, keeps a delete out until the commit.
+        cursor.execute(f"SELECT 1 FROM {PROJECT_TABLE} WHERE id = %s", [project_id])
+        if cursor.fetchone() is None:
+            raise ProjectGone(project_id)
         existing: set[str] = set()
         keys = [r.record_key for r in rows]
         for start in range(0, len(keys), 500):
@@ -255,3 +275,12 @@ def _insert_sqlite(project_id: int, rows: list[NormalisedRecord], now: datetime)
                 runs[r.run_id][6] = ops.adapt_datetimefield_value(r.ts)
         cursor.executemany(_SQLITE_RUN_INSERT, list(runs.values()))
         return dict(Counter(r.kind for r in new))
+
+
+def hold_project_for_delete(sender, instance: Project, using: str, **kwargs) -> None:
+    """pre_delete of Project, sent in the delete's transaction before its records are deleted:
+    the row's update lock waits for the batches storing into the project to commit, and keeps
+    new ones waiting until the delete commits (they then find the project gone)."""
+    if connections[using].vendor == "postgresql":
+        with connections[using].cursor() as cursor:
+            cursor.execute(f"SELECT 1 FROM {PROJECT_TABLE} WHERE id = %s FOR UPDATE", [instance.pk])
