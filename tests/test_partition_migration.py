@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.state import StateApps
 from django.utils import timezone
 
 from records.store import partitions
@@ -16,10 +17,13 @@ BEFORE = [("records", "0008_apikey_last_used")]
 NOW = timezone.now()
 
 
-def migrate(targets) -> None:
+def migrate(targets) -> StateApps:
+    """Migrate to the targets. Returns the models as they stand there: today's models name
+    columns that a schema migrated back to lacks, so rows are written and read through these."""
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
     executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
 
 
 def latest():
