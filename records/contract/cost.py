@@ -13,6 +13,7 @@ never a silent zero.
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.metadata
 from collections.abc import Sequence
@@ -189,14 +190,7 @@ def _library_nano(usage: Usage, ts: datetime) -> int | None:
     if found is None:
         return None
     provider, model = found
-    model_price = model.get_prices(ts)
-    rates = _RATES.get(id(model_price), _MISSING)
-    if rates is _MISSING:
-        # By identity: the snapshot's ModelPrice objects live as long as the process (or until
-        # a fetch replaces the snapshot, when new objects get their own entries).
-        rates = _RATES[id(model_price)] = _unit_rates(model_price)
-    if rates is None:  # tiered prices: the library prices the whole usage
-        return _calc_nano(model_price, usage)
+    rates = _rates_for(model.get_prices(ts), usage.input + usage.cache_read + usage.cache_write)
     return round(
         usage.input * rates.input
         + (usage.output + usage.thinking) * rates.output
@@ -224,15 +218,51 @@ def _find_model(
     return None
 
 
-_RATES: dict[int, _UnitRates | None] = {}
-_MISSING = object()
+# (id of a ModelPrice, the tier of each tiered price) -> (the ModelPrice, its rates). The
+# ModelPrice is held so that its id is never reused by another while the entry lives.
+_RATES: dict[tuple, tuple[price_types.ModelPrice, _UnitRates]] = {}
+# id of a ModelPrice -> (the ModelPrice, its tiered prices by field name).
+_TIERED: dict[int, tuple[price_types.ModelPrice, list]] = {}
 
 
-def _unit_rates(model_price: price_types.ModelPrice) -> _UnitRates | None:
-    # The library's own arithmetic on one million tokens of each kind, so that its rules (a
-    # cache price missing, cached tokens counted within the input) hold here too.
-    if any(isinstance(v, price_types.TieredPrices) for v in vars(model_price).values()):
-        return None
+def _rates_for(model_price: price_types.ModelPrice, input_tokens: int) -> _UnitRates:
+    """The per-token rates of a price for a call of `input_tokens` (cached ones included): a
+    tiered price charges every token at the tier the call's input reaches (genai-prices'
+    calc_unit_price), so each tier gets rates of its own."""
+    known = _TIERED.get(id(model_price))
+    if known is None or known[0] is not model_price:
+        fields = vars(model_price).items()
+        known = _TIERED[id(model_price)] = (
+            model_price,
+            [(k, v) for k, v in fields if isinstance(v, price_types.TieredPrices)],
+        )
+    tiered = known[1]
+    tiers = tuple(_tier_of(v, input_tokens) for _, v in tiered) if tiered else ()
+    key = (id(model_price), tiers)
+    cached = _RATES.get(key)
+    if cached is not None and cached[0] is model_price:
+        return cached[1]
+    flat = copy.copy(model_price)
+    flat.__dict__.update(
+        {k: v.base if tier < 0 else v.tiers[tier].price for (k, v), tier in zip(tiered, tiers)}
+    )
+    rates = _unit_rates(flat)
+    _RATES[key] = (model_price, rates)
+    return rates
+
+
+def _tier_of(price: price_types.TieredPrices, input_tokens: int) -> int:
+    """The index of the highest tier whose start the input passes; -1 for the base price."""
+    for i in range(len(price.tiers) - 1, -1, -1):
+        if input_tokens > price.tiers[i].start:
+            return i
+    return -1
+
+
+def _unit_rates(model_price: price_types.ModelPrice) -> _UnitRates:
+    # The library's own arithmetic on one million tokens of each kind (a price with no tiers
+    # left), so that its rules (a cache price missing, cached tokens counted within the input)
+    # hold here too.
     million = 1_000_000
 
     def per_token(**tokens: int) -> float:
@@ -245,13 +275,3 @@ def _unit_rates(model_price: price_types.ModelPrice) -> _UnitRates | None:
         cache_read=per_token(input_tokens=million, cache_read_tokens=million),
         cache_write=per_token(input_tokens=million, cache_write_tokens=million),
     )
-
-
-def _calc_nano(model_price: price_types.ModelPrice, usage: Usage) -> int:
-    prices_usage = PricesUsage(
-        input_tokens=usage.input + usage.cache_read + usage.cache_write,
-        output_tokens=usage.output + usage.thinking,
-        cache_read_tokens=usage.cache_read or None,
-        cache_write_tokens=usage.cache_write or None,
-    )
-    return round(model_price.calc_price(prices_usage)["total_price"] * NANO_PER_USD)
