@@ -110,6 +110,13 @@ def price(usage: Usage, ts: datetime, overrides: Sequence[Override] = ()) -> Cos
         return Cost(round(usage.reported_usd * NANO_PER_USD), REPORTED)
     if not usage.model:
         return Cost(None, UNKNOWN, "the record names no model")
+    if not overrides:
+        # Most calls are of a model whose price does not change over time: once found, it needs
+        # no lookup (ingest prices every model call).
+        steady = _STEADY.get((usage.provider, usage.model))
+        if steady is not None and steady[0] is data_snapshot.get_snapshot():
+            rates = _rates_for(steady[1], usage.input + usage.cache_read + usage.cache_write)
+            return Cost(_nano(usage, rates), GENAI_PRICES)
     override = _override_at(usage, ts, overrides)
     if override is not None:
         return Cost(_override_nano(usage, override), OVERRIDE)
@@ -191,12 +198,23 @@ def _library_nano(usage: Usage, ts: datetime) -> int | None:
         return None
     provider, model = found
     rates = _rates_for(model.get_prices(ts), usage.input + usage.cache_read + usage.cache_write)
+    if isinstance(model.prices, price_types.ModelPrice):
+        _STEADY[(usage.provider, usage.model)] = (snapshot, model.prices)
+    return _nano(usage, rates)
+
+
+def _nano(usage: Usage, rates: _UnitRates) -> int:
     return round(
         usage.input * rates.input
         + (usage.output + usage.thinking) * rates.output
         + usage.cache_read * rates.cache_read
         + usage.cache_write * rates.cache_write
     )
+
+
+# (provider, model) as records name them -> (the snapshot, the price) of a model with one price
+# for all time.
+_STEADY: dict[tuple[str | None, str], tuple[object, price_types.ModelPrice]] = {}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -244,7 +262,10 @@ def _rates_for(model_price: price_types.ModelPrice, input_tokens: int) -> _UnitR
         return cached[1]
     flat = copy.copy(model_price)
     flat.__dict__.update(
-        {k: v.base if tier < 0 else v.tiers[tier].price for (k, v), tier in zip(tiered, tiers)}
+        {
+            k: v.base if tier < 0 else v.tiers[tier].price
+            for (k, v), tier in zip(tiered, tiers, strict=True)
+        }
     )
     rates = _unit_rates(flat)
     _RATES[key] = (model_price, rates)
