@@ -19,10 +19,9 @@ segment (records.contract.streak_segments).
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
-from contextlib import closing, contextmanager
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -51,6 +50,7 @@ from records.catchup.upserts import (
     merge_runs,
     runs_folded_before,
 )
+from records.collector import collector_paused
 from records.models import (
     PendingBatch,
     Record,
@@ -197,7 +197,7 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
     started = watermark.last_pass_at = timezone.now()
     batch = Batch()
     count = 0
-    with _collector_paused():
+    with collector_paused():
         # Closed at once if folding fails: its read-ahead thread is done before the rollback.
         with closing(fetch_records(watermark.last_id, last_id, lane, lanes)) as chunks:
             for rows in chunks:
@@ -234,24 +234,6 @@ def _forget_folded_batches(upto: int, lane: int, lanes: int) -> None:
     if lanes > 1:
         folded = folded.alias(lane=Mod("project_id", lanes)).filter(lane=lane)
     folded.delete()
-
-
-@contextmanager
-def _collector_paused():
-    """Python's cyclic garbage collector paused for a pass: a pass allocates millions of
-    objects and keeps hundreds of thousands (its cells, runs and decisions), so the collector
-    ran over them again and again, a real share of a shuffled backlog's catch-up
-    (bench/catchup.py measures it).
-    None of them is in a cycle: reference counting frees them as ever, and the collector, back
-    on after the pass, finds whatever cycle a pass's queries left."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def ensure_lanes(lanes: int) -> None:

@@ -21,9 +21,6 @@ dropped silently.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -33,6 +30,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from records.collector import collector_paused
 from records.contract.normalise import Limits, NormalisedRecord, normalise
 from records.formats.otlp_mapping import map_export
 from records.formats.otlp_records import Mapping
@@ -85,7 +83,7 @@ def normalise_export(
     limits = limits or Limits()
     valid: list[NormalisedRecord] = []
     rejected_kinds: list[str] = []
-    with _collector_paused():
+    with collector_paused():
         mapping = map_export(request)
         for mapped in mapping.records:
             result = normalise(mapped.raw, now=now, limits=limits, scrub=mapping.scrub)
@@ -103,23 +101,6 @@ def normalise_export(
         error_message=_summary(mapping),
         rejected_kinds=rejected_kinds,
     )
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while an export is mapped and judged, as the
-    catch-up pauses it for a pass: the mapping makes dozens of objects a span and keeps them to
-    the end, and the collector walked them again and again. None of them is in a cycle:
-    reference counting frees them as ever, and the collector, back on after, finds any cycle
-    made meanwhile. A thread that finds it paused leaves it to the one that paused it."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _summary(mapping: Mapping) -> str:
