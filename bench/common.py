@@ -94,7 +94,102 @@ def gunicorn(workers: int = 2, log: Path | None = None, timeout: int = 300):
     )
     with running(cmd, env=dict(os.environ), log=log, timeout=30) as proc:
         wait_for_port(port, proc, "gunicorn", 30)
+        wait_for_workers(proc, workers, 60)
         yield port, proc
+
+
+def wait_for_workers(master, count: int, seconds: float) -> None:
+    """Until gunicorn's `count` workers have booted: each has loaded the app and sits idle.
+
+    The master opens the port before its workers load the app, and a worker takes the
+    connections that arrive while it alone is up: clients that connect that early all land on
+    the first worker to boot, and the others serve none of them. A worker loading the app is
+    on the CPU; one waiting for connections is not, so the workers are ready once none of them
+    used CPU time for a few polls in a row.
+    """
+    deadline = time.monotonic() + seconds
+    children = Path(f"/proc/{master.pid}/task/{master.pid}/children")
+    last: dict[int, int] = {}
+    quiet = 0
+    while quiet < 3:
+        if time.monotonic() > deadline or master.poll() is not None:
+            raise RuntimeError("gunicorn's workers did not boot")
+        time.sleep(0.1)
+        pids = [int(pid) for pid in children.read_text().split()]
+        used = {pid: _cpu_ticks(pid) for pid in pids}
+        quiet = quiet + 1 if len(pids) >= count and used == last else 0
+        last = used
+
+
+def balanced_connections(port: int, master, count: int, tries: int = 50) -> list:
+    """`count` keep-alive HTTP connections to gunicorn on `port`, spread evenly over its workers.
+
+    Which worker accepts a connection is a race the kernel settles: four clients connecting at
+    once land 4:0 or 3:1 more often than 2:2, and a worker left with one client idles while that
+    client's batch waits on the database. A bench of N clients measures N clients spread as a
+    balancer would spread them: a connection on a worker that has more than its share is closed
+    and opened again until each worker holds its share.
+    """
+    import http.client
+
+    workers = [int(pid) for pid in Path(f"/proc/{master.pid}/task/{master.pid}/children")
+               .read_text().split()]  # fmt: skip
+    share = -(-count // len(workers))
+    conns: list = []
+    for _ in range(tries):
+        while len(conns) < count:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+            conn.connect()
+            conns.append(conn)
+        served = _serving_workers(port, conns, workers)
+        held: dict[int | None, int] = {}
+        kept = []
+        for conn, pid in zip(conns, served, strict=True):
+            held[pid] = held.get(pid, 0) + 1
+            if pid is None or held[pid] > share:
+                conn.close()
+            else:
+                kept.append(conn)
+        conns = kept
+        if len(conns) == count:
+            return conns
+    raise RuntimeError(f"could not spread {count} connections over {len(workers)} workers")
+
+
+def _serving_workers(port: int, conns: list, workers: list[int]) -> list[int | None]:
+    """The worker holding the server's end of each connection (None if none has accepted it
+    within a second)."""
+    deadline = time.monotonic() + 1
+    while True:
+        # The server's end: local address the port, remote address the client's own port.
+        inodes: dict[int, int] = {}
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote = fields[1], fields[2]
+            if int(local.split(":")[1], 16) == port:
+                inodes[int(remote.split(":")[1], 16)] = int(fields[9])
+        owner: dict[int, int] = {}
+        for pid in workers:
+            try:
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith("socket:["):
+                        owner[int(target[8:-1])] = pid
+            except OSError:
+                continue
+        served = [owner.get(inodes.get(conn.sock.getsockname()[1], -1)) for conn in conns]
+        if None not in served or time.monotonic() > deadline:
+            return served
+        time.sleep(0.02)
+
+
+def _cpu_ticks(pid: int) -> int:
+    """User and system CPU ticks of a process so far (-1 once it has exited)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return -1
+    return int(fields[11]) + int(fields[12])
 
 
 def store_rows(project_id: int, received_at: datetime, normalised) -> list[tuple]:

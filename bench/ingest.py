@@ -7,10 +7,11 @@
 2. Generates the demo records (records.demo.generator), or with --picks the peers' workload
    (tool-choice picks with 12 tools offered and ranked each), and serialises them into JSON batches
    up front.
-3. Starts the product under gunicorn and posts every batch from separate client processes over
-   keep-alive connections: ingest rate = records / wall time of the posting. The clients run on
-   the same cores as the server: their own CPU time is measured and reported, and
-   --pin-clients keeps them all on one CPU.
+3. Starts the product under gunicorn, waits for its workers to boot, opens one keep-alive
+   connection per client spread evenly over the workers (bench.common.balanced_connections), and
+   posts every batch from separate client processes: ingest rate = records / wall time of the
+   posting. The clients run on the same cores as the server: their own CPU time is measured
+   and reported, and --pin-clients keeps them all on one CPU.
 4. COPYs the same rows, already normalised, into an empty table shaped like the records table.
 5. Appends the figures as one JSON line to bench/results/ingest.jsonl (machine, commit).
 
@@ -36,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
+    balanced_connections,
     copy_ceiling,
     exit_on_signals,
     gunicorn,
@@ -48,13 +50,14 @@ PEER_TOOLS = 12
 
 
 def post_batches(args: tuple[int, str, list[bytes], int | None]) -> tuple[int, float]:
-    """One client process: post its batches in order over one keep-alive connection; returns
-    the records accepted and the CPU seconds the client itself spent."""
-    port, key, bodies, cpu = args
+    """One client process: post its batches in order over its keep-alive connection (opened
+    before the clients were forked, CONNECTIONS[index]); returns the records accepted and the
+    CPU seconds the client itself spent."""
+    index, key, bodies, cpu = args
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     cpu_start = time.process_time()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    conn = CONNECTIONS[index]
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     accepted = 0
     for body in bodies:
@@ -66,6 +69,10 @@ def post_batches(args: tuple[int, str, list[bytes], int | None]) -> tuple[int, f
         accepted += int(payload.split(b'"accepted":')[1].split(b",")[0])
     conn.close()
     return accepted, time.process_time() - cpu_start
+
+
+# The clients' connections, opened by the bench before it forks the clients (each uses its own).
+CONNECTIONS: list[http.client.HTTPConnection] = []
 
 
 def peer_picks(count: int, end: datetime, seed: int = 7) -> list[dict]:
@@ -202,8 +209,9 @@ def main() -> None:
     with gunicorn(args.web_workers) as (port, master):
         # Round-robin, so that every client posts a similar mix of batches.
         shares = [
-            (port, key, bodies[i :: args.clients], args.pin_clients) for i in range(args.clients)
+            (i, key, bodies[i :: args.clients], args.pin_clients) for i in range(args.clients)
         ]
+        CONNECTIONS[:] = balanced_connections(port, master, args.clients)
         load_before = os.getloadavg()[0]
         pool = multiprocessing.get_context("fork").Pool(args.clients)
         try:
@@ -221,6 +229,8 @@ def main() -> None:
             # waiting on the pool's task queue can hold its lock and hang the terminate.
             pool.close()
             pool.join()
+            for conn in CONNECTIONS:
+                conn.close()
     accepted = sum(n for n, _ in answers)
     client_cpu = sum(cpu for _, cpu in answers)
     stored = Record.objects.filter(project=project).count()
