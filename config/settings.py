@@ -373,6 +373,13 @@ DECISIONBOARD = {
     # web and worker process also fetches newer prices from PRICES_UPDATE_URL every hour; off by
     # default, since many installations have no way out to the internet.
     "PRICES_UPDATE": env_bool("DECISIONBOARD_PRICES_UPDATE", False),
+    # How long a process that prices records keeps a project's price overrides
+    # (records.store.pricing): a changed override prices new records at most this long later,
+    # and the records stored meanwhile are priced again once it has passed
+    # (workers.tasks.enqueue_reprice). 0 reads them for every batch.
+    "PRICE_OVERRIDE_CACHE_SECONDS": env_int(
+        "DECISIONBOARD_PRICE_OVERRIDE_CACHE_SECONDS", 5, minimum=0
+    ),
     "PRICES_UPDATE_URL": env_str(
         "DECISIONBOARD_PRICES_UPDATE_URL",
         "https://raw.githubusercontent.com/pydantic/genai-prices/refs/heads/main/prices/new_data/v2/data.json",

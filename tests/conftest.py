@@ -46,12 +46,14 @@ def _static_collected(django_test_environment) -> None:
 @pytest.fixture(autouse=True)
 def _no_worker_nudges(settings):
     """Ingest enqueues nothing unless a test runs a worker (tests/test_worker_integration.py).
-    API keys are looked up on every request unless a test sets API_KEY_CACHE_SECONDS itself:
-    a key another request read a moment before would otherwise change a test's query count."""
+    API keys and price overrides are looked up on every request unless a test sets their cache
+    itself: a key another request read a moment before would otherwise change a test's query
+    count, and an override another test's project had would price this one's records."""
     settings.DECISIONBOARD = {
         **settings.DECISIONBOARD,
         "NUDGE_WORKERS": False,
         "API_KEY_CACHE_SECONDS": 0,
+        "PRICE_OVERRIDE_CACHE_SECONDS": 0,
     }
 
 

@@ -11,6 +11,7 @@ import logging
 from datetime import datetime
 
 from celery import shared_task
+from django.conf import settings
 from django.db import transaction
 
 from alerts import delivery, engine
@@ -110,12 +111,18 @@ def reprice_override_task(self, project_id: int, model: str, provider: str, sinc
 
 def enqueue_reprice(project_id: int, model: str, provider: str, since: datetime) -> None:
     """Price the project's records of `model` (from `provider`, "" for any) from `since` on
-    again, once the transaction that changed its price override commits (on none, at once)."""
+    again, once the transaction that changed its price override commits (on none, at once).
+
+    The task waits until every process has read the overrides again
+    (PRICE_OVERRIDE_CACHE_SECONDS, and a second for a batch being stored at that moment): the
+    records a process priced with the overrides it still kept are priced again too."""
     args = (project_id, model, provider or "", since.isoformat())
+    countdown = settings.DECISIONBOARD["PRICE_OVERRIDE_CACHE_SECONDS"]
+    countdown = countdown + 1 if countdown else 0
 
     def send() -> None:
         try:
-            reprice_override_task.apply_async(args, retry=False)
+            reprice_override_task.apply_async(args, countdown=countdown, retry=False)
         except Exception:  # the override is saved: say loudly which records keep the old price
             log.exception("could not enqueue the re-pricing of %s; records keep their cost", args)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from time import monotonic
 
 from django.conf import settings
 from genai_prices import UpdatePrices
@@ -12,10 +13,28 @@ from records.contract.cost import Override, price
 from records.contract.normalise import NormalisedRecord
 from records.models import PriceOverride
 
+# project id -> (monotonic time they were read, its overrides); entries are replaced whole,
+# never mutated in place, so the threads of a process can share it.
+_overrides: dict[int, tuple[float, list[Override]]] = {}
+# Past this many projects the cache starts over rather than grow with every project seen.
+_OVERRIDES_MAX = 1_000
+
 
 def project_overrides(project_id: int) -> list[Override]:
-    """The project's price overrides, every model and date: few rows, one query."""
-    return [as_override(o) for o in PriceOverride.objects.filter(project_id=project_id)]
+    """The project's price overrides, every model and date (few rows, one query), from this
+    process's cache when they were read less than PRICE_OVERRIDE_CACHE_SECONDS ago: a batch of
+    model calls would otherwise pay a query for a table that changes a few times a year."""
+    ttl = settings.DECISIONBOARD["PRICE_OVERRIDE_CACHE_SECONDS"]
+    now = monotonic()
+    cached = _overrides.get(project_id)
+    if cached is not None and now - cached[0] < ttl:
+        return cached[1]
+    found = [as_override(o) for o in PriceOverride.objects.filter(project_id=project_id)]
+    if ttl > 0:
+        if len(_overrides) >= _OVERRIDES_MAX:
+            _overrides.clear()
+        _overrides[project_id] = (now, found)
+    return found
 
 
 def as_override(row: PriceOverride) -> Override:
