@@ -32,7 +32,7 @@ from api.encoding import inflate
 from api.throttles import KeyRateThrottle
 from ops.instruments import count_api_ingest
 from records.collector import collector_paused
-from records.store.ingest import ingest
+from records.store.ingest import IngestResult, ingest
 from records.store.writer import ProjectGone
 from workers.dispatch import request_catch_up
 
@@ -71,17 +71,30 @@ class IngestView(APIView):
     def post(self, request):
         body = read_body(request)
         now = timezone.now()
+        # A batch decodes into tens of thousands of objects, none in a cycle: the collector
+        # stays off until they are freed, so that no collection walks them (records.collector).
+        with collector_paused():
+            answer = self._store(request, body, now)
+        if answer.accepted:
+            request_catch_up(request.auth.project_id)  # after the commit; best effort
+        return Response(
+            answer.body(),
+            status=status.HTTP_207_MULTI_STATUS if answer.rejected else status.HTTP_200_OK,
+        )
+
+    @staticmethod
+    def _store(request, body: bytes, now) -> IngestResult:
+        """Judge and store the body's records and count them; the result without its records,
+        so that they are freed as this returns."""
+        parsed = parse_body(body, request.content_type or "")
         try:
-            # A batch decodes into tens of thousands of objects, none in a cycle.
-            with collector_paused():
-                parsed = parse_body(body, request.content_type or "")
-                result = ingest(
-                    request.auth.project_id,
-                    parsed.records,
-                    now=now,
-                    scrub=parsed.scrub,
-                    unreadable=parsed.unreadable,
-                )
+            result = ingest(
+                request.auth.project_id,
+                parsed.records,
+                now=now,
+                scrub=parsed.scrub,
+                unreadable=parsed.unreadable,
+            )
         except ProjectGone:  # deleted since its key was read (api.auth keeps keys briefly)
             raise AuthenticationFailed(KEY_REFUSED) from None
         count_api_ingest(
@@ -91,12 +104,8 @@ class IngestView(APIView):
             result.valid,
             result.accepted_by_kind,
         )
-        if result.accepted:
-            request_catch_up(request.auth.project_id)  # after the commit; best effort
-        return Response(
-            result.body(),
-            status=status.HTTP_207_MULTI_STATUS if result.rejected else status.HTTP_200_OK,
-        )
+        result.valid = []
+        return result
 
 
 def read_body(request) -> bytes:
