@@ -80,6 +80,14 @@ class AlertStateSerializer(serializers.ModelSerializer):
         ]
 
 
+def value_after_write(serializer: serializers.Serializer, attrs: dict, name: str):
+    """A field's value once a create or a (partial) update is saved: the posted one, else the
+    stored one (None on create)."""
+    if name in attrs:
+        return attrs[name]
+    return getattr(serializer.instance, name) if serializer.instance else None
+
+
 class AlertRuleSerializer(RejectUnknownFields, serializers.ModelSerializer):
     project = serializers.CharField(source="project.name", read_only=True)
     channels = serializers.PrimaryKeyRelatedField(
@@ -127,12 +135,7 @@ class AlertRuleSerializer(RejectUnknownFields, serializers.ModelSerializer):
         return channels
 
     def validate(self, attrs: dict) -> dict:
-        def current(name: str):
-            if name in attrs:
-                return attrs[name]
-            return getattr(self.instance, name) if self.instance else None
-
-        values = {name: current(name) for name in Rule.CONDITION_FIELDS}
+        values = {name: value_after_write(self, attrs, name) for name in Rule.CONDITION_FIELDS}
         values = {k: v for k, v in values.items() if v is not None or k == "warning_threshold"}
         errors = rule_errors(**values)
         if errors:

@@ -18,7 +18,7 @@ from drf_spectacular.utils import extend_schema_view
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
-from api.alerts import CanManageAlerts, ProjectItemViewSet, list_schema
+from api.alerts import CanManageAlerts, ProjectItemViewSet, list_schema, value_after_write
 from api.bodies import RejectUnknownFields
 from records.models import CURRENCY, PriceOverride
 from workers.tasks import enqueue_reprice
@@ -82,17 +82,11 @@ class PriceOverrideSerializer(RejectUnknownFields, serializers.ModelSerializer):
 
     def validate(self, attrs: dict) -> dict:
         project = self.context["project"]
-
-        def current(name: str):
-            if name in attrs:
-                return attrs[name]
-            return getattr(self.instance, name) if self.instance else None
-
         clash = PriceOverride.objects.filter(
             project=project,
-            model=current("model"),
-            provider=current("provider") or "",
-            effective_from=current("effective_from")
+            model=value_after_write(self, attrs, "model"),
+            provider=value_after_write(self, attrs, "provider") or "",
+            effective_from=value_after_write(self, attrs, "effective_from")
             or attrs.setdefault("effective_from", timezone.now()),
         )
         if self.instance is not None:
