@@ -108,15 +108,14 @@ def wait_for_workers(master, count: int, seconds: float) -> None:
     used CPU time for a few polls in a row.
     """
     deadline = time.monotonic() + seconds
-    children = Path(f"/proc/{master.pid}/task/{master.pid}/children")
     last: dict[int, int] = {}
     quiet = 0
     while quiet < 3:
         if time.monotonic() > deadline or master.poll() is not None:
             raise RuntimeError("gunicorn's workers did not boot")
         time.sleep(0.1)
-        pids = [int(pid) for pid in children.read_text().split()]
-        used = {pid: _cpu_ticks(pid) for pid in pids}
+        pids = child_pids(master.pid)
+        used = {pid: cpu_ticks(pid) for pid in pids}
         quiet = quiet + 1 if len(pids) >= count and used == last else 0
         last = used
 
@@ -132,8 +131,7 @@ def balanced_connections(port: int, master, count: int, tries: int = 50) -> list
     """
     import http.client
 
-    workers = [int(pid) for pid in Path(f"/proc/{master.pid}/task/{master.pid}/children")
-               .read_text().split()]  # fmt: skip
+    workers = child_pids(master.pid)
     share = -(-count // len(workers))
     conns: list = []
     for _ in range(tries):
@@ -183,12 +181,17 @@ def _serving_workers(port: int, conns: list, workers: list[int]) -> list[int | N
         time.sleep(0.02)
 
 
-def _cpu_ticks(pid: int) -> int:
-    """User and system CPU ticks of a process so far (-1 once it has exited)."""
+def child_pids(pid: int) -> list[int]:
+    """The processes `pid` has started (gunicorn's workers, for its master)."""
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def cpu_ticks(pid: int) -> int:
+    """User and system CPU ticks of a process so far (0 once it has exited)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return -1
+        return 0
     return int(fields[11]) + int(fields[12])
 
 

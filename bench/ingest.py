@@ -38,7 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
     balanced_connections,
+    child_pids,
     copy_ceiling,
+    cpu_ticks,
     exit_on_signals,
     gunicorn,
     setup_django,
@@ -116,29 +118,20 @@ def peer_picks(count: int, end: datetime, seed: int = 7) -> list[dict]:
 
 def cpu_seconds(pids: list[int]) -> float:
     """User and system CPU time of these processes so far (0 for one that has exited)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / tick
+    return sum(cpu_ticks(pid) for pid in pids) / os.sysconf("SC_CLK_TCK")
 
 
 def server_pids(master: int) -> tuple[list[int], list[int]]:
     """The gunicorn workers under `master`, and the database's other backends (theirs)."""
     from django.db import connection
 
-    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
             "AND pid <> pg_backend_pid()"
         )
         backends = [pid for (pid,) in cursor.fetchall()]
-    return [int(pid) for pid in children], backends
+    return child_pids(master), backends
 
 
 def machine() -> dict:
