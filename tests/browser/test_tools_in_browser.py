@@ -111,7 +111,10 @@ def test_it_draws_selection_accuracy_and_the_narrowing_what_if(page: Page, site,
     expect(page.locator("#calibration tbody tr").first).to_contain_text("claude-haiku-4-5")
     page.click("nav.pages >> text=Narrowing")
     expect(page.locator("h1")).to_contain_text("Narrowing what-if")
-    assert charts_drawn(page) == 3
+    # The savings chart is drawn when some top-N's USD saving is estimated: whether the demo's
+    # model calls of the period give a clear estimate depends on which calls fall in it.
+    saved = page.locator("#whatif td.saved-usd").all_inner_texts()
+    assert charts_drawn(page) == 3 + any(t.strip() != "not estimated" for t in saved)
     rows = page.locator("#whatif tbody tr")
     assert rows.count() >= 2
     # The miss rate never rises as N grows, and nothing is missed once N serves everything.
