@@ -6,13 +6,14 @@ import threading
 import time
 from datetime import UTC, datetime
 
+import orjson
 import psycopg
 import pytest
 from django.db import connections, transaction
 
 from records.contract.normalise import normalise
 from records.models import Project, Record, RecordKey
-from records.store.writer import STAGE, ProjectGone, store_records
+from records.store.writer import COLUMNS, STAGE, ProjectGone, store_records
 from tests.conftest import database_url
 from tests.factories import record
 
@@ -165,3 +166,8 @@ def test_it_stores_every_column_as_normalised(alice):
     assert stored.tokens_in == 800 and stored.iteration == 0 and stored.is_swap is False
     assert stored.data["extra"] == {"text": tricky, "big": 2**70, "neg": -1e-300}
     assert stored.data == posted["data"]
+    for column in COLUMNS:
+        expected = getattr(normalised, column, None)
+        if column in ("data", "derived"):
+            expected = orjson.loads(getattr(normalised, f"{column}_json"))
+        assert getattr(stored, column) == expected, column

@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection, connections, transaction
+from psycopg import postgres
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
 
 from records.contract.normalise import NormalisedRecord
 from records.models import PendingBatch, Project, Record, RecordKey, Run
@@ -39,34 +42,36 @@ RUN_TABLE = Run._meta.db_table
 KEY_TABLE = RecordKey._meta.db_table
 BATCH_TABLE = PendingBatch._meta.db_table
 PROJECT_TABLE = Project._meta.db_table
-# The columns a NormalisedRecord fills, in its field order.
-COLUMNS = (
-    "record_key",
-    "kind",
-    "run_id",
-    "ts",
-    "session_id",
-    "agent",
-    "parent_run_id",
-    "model",
-    "iteration",
-    "latency_ms",
-    "skip_reason",
-    "outcome",
-    "is_swap",
-    "is_fallback",
-    "is_error",
-    "is_contract_break",
-    "rollup_key",
-    "tokens_in",
-    "tokens_out",
-    "named_models",
-    "has_violation",
-    "data",
-    "derived",
-    "cost_nano",
-    "cost_source",
+# The columns a NormalisedRecord fills, in its field order, with their PostgreSQL types.
+_TYPED_COLUMNS = (
+    ("record_key", "text"),
+    ("kind", "text"),
+    ("run_id", "text"),
+    ("ts", "timestamptz"),
+    ("session_id", "text"),
+    ("agent", "text"),
+    ("parent_run_id", "text"),
+    ("model", "text"),
+    ("iteration", "int4"),
+    ("latency_ms", "float8"),
+    ("skip_reason", "text"),
+    ("outcome", "text"),
+    ("is_swap", "bool"),
+    ("is_fallback", "bool"),
+    ("is_error", "bool"),
+    ("is_contract_break", "bool"),
+    ("rollup_key", "text"),
+    ("tokens_in", "int8"),
+    ("tokens_out", "int8"),
+    ("named_models", "text"),
+    ("has_violation", "bool"),
+    ("data", "jsonb"),
+    ("derived", "jsonb"),
+    ("cost_nano", "int8"),
+    ("cost_source", "text"),
 )
+COLUMNS = tuple(name for name, _ in _TYPED_COLUMNS)
+_COLUMN_TYPES = [pg_type for _, pg_type in _TYPED_COLUMNS]
 # The stage's name carries its width: a connection that still holds the stage of an earlier
 # release (a server connection a pooler keeps across a deploy) is never sent rows of another shape.
 STAGE = f"ingest_stage_{len(COLUMNS)}"
@@ -76,12 +81,7 @@ _RUN_SUMMARY_COLUMNS = (
 )
 _STAGE_DDL = f"""
 CREATE TEMP TABLE IF NOT EXISTS {STAGE} (
-    record_key text, kind text, run_id text, ts timestamptz, session_id text, agent text,
-    parent_run_id text, model text, iteration integer, latency_ms double precision,
-    skip_reason text, outcome text, is_swap boolean, is_fallback boolean, is_error boolean,
-    is_contract_break boolean, rollup_key text, tokens_in bigint, tokens_out bigint,
-    named_models text, has_violation boolean, data jsonb, derived jsonb, cost_nano bigint,
-    cost_source text
+    {", ".join(f"{name} {pg_type}" for name, pg_type in _TYPED_COLUMNS)}
 ) ON COMMIT DELETE ROWS
 """
 _PG_INSERT = f"""
@@ -221,11 +221,26 @@ def _insert_postgresql(
         if cursor.fetchone() is None:  # the first statement's answer
             raise ProjectGone(project_id)
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper, for COPY
-        with raw.copy(f"COPY {STAGE} ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+        # Binary: PostgreSQL reads the rows at about half the CPU of COPY's text format, and
+        # psycopg writes them without escaping each text and JSON value.
+        raw.adapters.register_dumper(None, JsonTextBinaryDumper)
+        with raw.copy(f"COPY {STAGE} ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(_COLUMN_TYPES)
             for record in rows:
                 copy.write_row(record_row(record, record.ts))
         cursor.execute(_PG_INSERT, {"project": project_id, "now": now})
         return dict(cursor.fetchall())
+
+
+class JsonTextBinaryDumper(Dumper):
+    """jsonb in binary format from JSON text (a str): psycopg's own jsonb dumper serialises a
+    Python value, and would store a str as a JSON string. Chosen by type name (set_types) alone."""
+
+    format = Format.BINARY
+    oid = postgres.types["jsonb"].oid
+
+    def dump(self, obj: str) -> bytes:
+        return b"\x01" + obj.encode()  # jsonb's binary format: version 1, then the text
 
 
 def _insert_sqlite(project_id: int, rows: list[NormalisedRecord], now: datetime) -> dict[str, int]:
