@@ -12,7 +12,7 @@ import pytest
 from django.db import connections, transaction
 
 from records.contract.normalise import normalise
-from records.models import Project, Record, RecordKey
+from records.models import PendingBatch, Project, Record, RecordKey, Run
 from records.store.writer import COLUMNS, STAGE, ProjectGone, store_records
 from tests.conftest import database_url
 from tests.factories import record
@@ -171,3 +171,41 @@ def test_it_stores_every_column_as_normalised(alice):
         if column in ("data", "derived"):
             expected = orjson.loads(getattr(normalised, f"{column}_json"))
         assert getattr(stored, column) == expected, column
+
+
+@pytest.mark.both_dbs
+def test_a_batch_of_new_and_resent_records_stores_the_new_ones(alice):
+    first = [normalise(record(run_id="old"), now=NOW) for _ in range(3)]
+    store_records(alice.project.pk, first, NOW)
+    new = [normalise(record(run_id="new"), now=NOW) for _ in range(2)]
+    result = store_records(alice.project.pk, [first[2], new[0], first[0], new[1]], NOW)
+    assert (result.accepted, result.duplicates) == (2, 2)
+    assert result.accepted_by_kind == {"model_selection": 2}
+    assert Record.objects.filter(project=alice.project).count() == 5
+    assert set(Run.objects.values_list("run_id", flat=True)) == {"old", "new"}
+    assert PendingBatch.objects.count() == 2
+
+
+@pytest.mark.both_dbs
+def test_a_batch_of_resent_records_only_stores_nothing_more(alice):
+    sent = batch(3)
+    store_records(alice.project.pk, sent, NOW)
+    result = store_records(alice.project.pk, sent, NOW)
+    assert (result.accepted, result.duplicates) == (0, 3)
+    assert Record.objects.filter(project=alice.project).count() == 3
+    assert PendingBatch.objects.count() == 1
+
+
+def test_a_batch_sharing_keys_with_one_under_way_waits_and_counts_them_as_duplicates(
+    transactional_db, alice, postgres
+):
+    project_id = alice.project.pk
+    shared = batch(3)
+    with transaction.atomic():
+        assert store_records(project_id, shared, NOW).accepted == 3
+        storing, outcome = in_thread(lambda: store_records(project_id, [*shared, *batch(1)], NOW))
+        wait_for_a_lock_wait()  # on the keys the first batch inserted and has not committed
+        assert storing.is_alive()
+    storing.join(10)
+    assert (outcome[0].accepted, outcome[0].duplicates) == (1, 3)
+    assert stored_of(project_id) == (4, 4)

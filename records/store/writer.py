@@ -2,8 +2,9 @@
 
 This is the ingest hot path, so it skips the ORM (whose bulk_create is ~10x slower than COPY on
 PostgreSQL): PostgreSQL stages the batch with COPY, then one statement inserts the keys into
-RecordKey with ON CONFLICT DO NOTHING (each with its record's day), the records whose key was
-new (into their day's partition, records.store.partitions) and the new runs; SQLite takes its write
+RecordKey (each with its record's day; ON CONFLICT DO NOTHING when some key was stored before,
+see _insert_statement), the records whose key was new (into their day's partition,
+records.store.partitions) and the new runs; SQLite takes its write
 lock at BEGIN (transaction_mode IMMEDIATE), drops the keys already stored and inserts the rest
 with executemany. Both commit before returning, and both count a key repeated inside the batch
 as a duplicate. A run is created on first sight; the catch-up pass widens it and counts its
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection, connections, transaction
+from django.db import IntegrityError, connection, connections, transaction
 from psycopg import postgres
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
@@ -84,7 +85,18 @@ CREATE TEMP TABLE IF NOT EXISTS {STAGE} (
     {", ".join(f"{name} {pg_type}" for name, pg_type in _TYPED_COLUMNS)}
 ) ON COMMIT DELETE ROWS
 """
-_PG_INSERT = f"""
+
+
+def _insert_statement(*, resend: bool) -> str:
+    """The statement that stores the staged batch.
+
+    A batch is first stored as all new (resend=False): its keys go in with a plain INSERT, and
+    every staged row as a record. Only when that INSERT fails on a key stored before is the
+    savepoint taken before it rolled back and the batch stored with ON CONFLICT DO NOTHING, the
+    records whose key went in alone (resend=True): the conflict check costs every key a second
+    search of the index and a WAL record of its own, paid then by the few batches that resend.
+    """
+    return f"""
 WITH new_keys AS (
     -- The table is partitioned by ts, so the keys' uniqueness lives in RecordKey: a resend is a
     -- duplicate whatever its ts. In key order, so that two batches sharing keys lock alike.
@@ -92,12 +104,11 @@ WITH new_keys AS (
     INSERT INTO {KEY_TABLE} (project_id, record_key, day)
     SELECT %(project)s, record_key, (ts AT TIME ZONE 'UTC')::date
     FROM {STAGE} ORDER BY record_key
-    ON CONFLICT (project_id, record_key) DO NOTHING
-    RETURNING record_key
+    {"ON CONFLICT (project_id, record_key) DO NOTHING RETURNING record_key" if resend else ""}
 ), ins AS (
     INSERT INTO {RECORD_TABLE} (project_id, received_at, {", ".join(COLUMNS)})
     SELECT %(project)s, %(now)s, {", ".join(COLUMNS)}
-    FROM {STAGE} WHERE record_key IN (SELECT record_key FROM new_keys)
+    FROM {STAGE} {"WHERE record_key IN (SELECT record_key FROM new_keys)" if resend else ""}
     RETURNING id, kind, run_id, ts, agent, session_id, parent_run_id
 ), batch AS (
     -- What the project's freshness reads (records.metrics.freshness): a row of its own,
@@ -126,6 +137,12 @@ WITH new_keys AS (
 )
 SELECT kind, count(*) FROM ins GROUP BY kind
 """
+
+
+_PG_INSERT_NEW = _insert_statement(resend=False)
+_PG_INSERT_RESEND = _insert_statement(resend=True)
+# The unique index of RecordKey, named by the error a resent key raises.
+_KEY_INDEX = f"{KEY_TABLE}_pkey"
 _SQLITE_RUN_INSERT = f"""
 INSERT INTO {RUN_TABLE}
     (project_id, run_id, parent_run_id, agent, session_id, first_ts, last_ts, record_count,
@@ -228,7 +245,14 @@ def _insert_postgresql(
             copy.set_types(_COLUMN_TYPES)
             for record in rows:
                 copy.write_row(record_row(record, record.ts))
-        cursor.execute(_PG_INSERT, {"project": project_id, "now": now})
+        params = {"project": project_id, "now": now}
+        try:
+            cursor.execute(f"SAVEPOINT ingest_batch; {_PG_INSERT_NEW}", params)
+        except IntegrityError as exc:
+            if getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) != _KEY_INDEX:
+                raise
+            cursor.execute(f"ROLLBACK TO SAVEPOINT ingest_batch; {_PG_INSERT_RESEND}", params)
+        cursor.nextset()  # the answer of the insert, after the savepoint's
         return dict(cursor.fetchall())
 
 
