@@ -207,7 +207,7 @@ _ROLLUP_CONFLICT = {
 }
 
 
-# The stages are named by their width, as ingest's is (records.store.writer.STAGE): a pooled
+# The stages are named by their shape, as ingest's is (records.store.writer.STAGE): a pooled
 # connection may still hold the stage of an earlier release, of another shape.
 _ROLLUP_STAGE_TABLE = f"rollup_stage_{_ROLLUP_WIDTH}"
 _ROLLUP_STAGE = f"""

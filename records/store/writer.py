@@ -22,15 +22,13 @@ nothing.
 
 from __future__ import annotations
 
+import zlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import IntegrityError, connection, connections, transaction
-from psycopg import postgres
-from psycopg.adapt import Dumper
-from psycopg.pq import Format
 
 from records.contract.normalise import NormalisedRecord
 from records.models import PendingBatch, Project, Record, RecordKey, Run
@@ -43,7 +41,10 @@ RUN_TABLE = Run._meta.db_table
 KEY_TABLE = RecordKey._meta.db_table
 BATCH_TABLE = PendingBatch._meta.db_table
 PROJECT_TABLE = Project._meta.db_table
-# The columns a NormalisedRecord fills, in its field order, with their PostgreSQL types.
+# The columns a NormalisedRecord fills, in its field order, with the type each is staged as.
+# `data` and `derived` are staged as their JSON text and cast to jsonb by the insert: psycopg
+# writes text in C, where jsonb's binary format (a version byte, then the text) would need a
+# dumper in Python for every value.
 _TYPED_COLUMNS = (
     ("record_key", "text"),
     ("kind", "text"),
@@ -66,16 +67,18 @@ _TYPED_COLUMNS = (
     ("tokens_out", "int8"),
     ("named_models", "text"),
     ("has_violation", "bool"),
-    ("data", "jsonb"),
-    ("derived", "jsonb"),
+    ("data", "text"),
+    ("derived", "text"),
     ("cost_nano", "int8"),
     ("cost_source", "text"),
 )
 COLUMNS = tuple(name for name, _ in _TYPED_COLUMNS)
 _COLUMN_TYPES = [pg_type for _, pg_type in _TYPED_COLUMNS]
-# The stage's name carries its width: a connection that still holds the stage of an earlier
-# release (a server connection a pooler keeps across a deploy) is never sent rows of another shape.
-STAGE = f"ingest_stage_{len(COLUMNS)}"
+_JSON_COLUMNS = ("data", "derived")
+# The stage's name carries its shape: a connection that still holds the stage of an earlier
+# release (a server connection a pooler keeps across a deploy) is never sent rows of another one.
+STAGE = f"ingest_stage_{len(COLUMNS)}_{zlib.crc32(' '.join(_COLUMN_TYPES).encode()):08x}"
+_STAGED_VALUES = ", ".join(f"{name}::jsonb" if name in _JSON_COLUMNS else name for name in COLUMNS)
 # Kept by the workers (records.catchup.passes); a new run starts with them empty.
 _RUN_SUMMARY_COLUMNS = (
     "kind_counts, models_seen, has_swap, has_fallback, has_error, has_contract_break, has_violation"
@@ -107,7 +110,7 @@ WITH new_keys AS (
     {"ON CONFLICT (project_id, record_key) DO NOTHING RETURNING record_key" if resend else ""}
 ), ins AS (
     INSERT INTO {RECORD_TABLE} (project_id, received_at, {", ".join(COLUMNS)})
-    SELECT %(project)s, %(now)s, {", ".join(COLUMNS)}
+    SELECT %(project)s, %(now)s, {_STAGED_VALUES}
     FROM {STAGE} {"WHERE record_key IN (SELECT record_key FROM new_keys)" if resend else ""}
     RETURNING id, kind, run_id, ts, agent, session_id, parent_run_id
 ), batch AS (
@@ -240,7 +243,6 @@ def _insert_postgresql(
         raw = cursor.cursor  # the psycopg cursor under Django's wrapper, for COPY
         # Binary: PostgreSQL reads the rows at about half the CPU of COPY's text format, and
         # psycopg writes them without escaping each text and JSON value.
-        raw.adapters.register_dumper(None, JsonTextBinaryDumper)
         with raw.copy(f"COPY {STAGE} ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(_COLUMN_TYPES)
             for record in rows:
@@ -254,17 +256,6 @@ def _insert_postgresql(
             cursor.execute(f"ROLLBACK TO SAVEPOINT ingest_batch; {_PG_INSERT_RESEND}", params)
         cursor.nextset()  # the answer of the insert, after the savepoint's
         return dict(cursor.fetchall())
-
-
-class JsonTextBinaryDumper(Dumper):
-    """jsonb in binary format from JSON text (a str): psycopg's own jsonb dumper serialises a
-    Python value, and would store a str as a JSON string. Chosen by type name (set_types) alone."""
-
-    format = Format.BINARY
-    oid = postgres.types["jsonb"].oid
-
-    def dump(self, obj: str) -> bytes:
-        return b"\x01" + obj.encode()  # jsonb's binary format: version 1, then the text
 
 
 def _insert_sqlite(project_id: int, rows: list[NormalisedRecord], now: datetime) -> dict[str, int]:
