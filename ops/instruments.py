@@ -98,8 +98,11 @@ def count_ingest(
     """Count one stored batch: of its valid records, those the store took as new (its count
     by kind) as accepted and the rest as duplicates; and the rejected ones."""
     accepted = Tally(accepted_by_kind)
-    duplicates = Tally(r.kind for r in valid)
-    duplicates.subtract(accepted)
+    if accepted.total() == len(valid):  # no duplicates, as in nearly every batch
+        duplicates = Tally()
+    else:
+        duplicates = Tally(r.kind for r in valid)
+        duplicates.subtract(accepted)
     outcomes = ((ACCEPTED, accepted), (DUPLICATE, duplicates), (REJECTED, Tally(rejected_kinds)))
     for outcome, by_kind in outcomes:
         for kind, n in by_kind.items():
@@ -116,7 +119,7 @@ def count_api_ingest(
 ) -> None:
     """POST /api/v1/records: `posted` is the body's (index, raw record) pairs, `rejected` the
     answer's rejected entries (an NDJSON line that was not JSON has no raw record)."""
-    raw_by_index = dict(posted)
+    raw_by_index = dict(posted) if rejected else {}
     kinds = (_posted_kind(raw_by_index.get(entry["index"])) for entry in rejected)
     count_ingest("api", project, valid, accepted_by_kind, kinds)
 
