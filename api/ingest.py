@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
+from gunicorn.http.body import LengthReader
 from gunicorn.http.errors import (
     ChunkMissingTerminator,
     InvalidChunkSize,
@@ -146,6 +147,14 @@ def _read_raw(request) -> bytes:
         if declared <= 2 * limit:
             _discard(request._request, declared)
         raise PayloadTooLarge(too_large)
+    stream = meta.get("wsgi.input")
+    reader = getattr(stream, "reader", None)
+    if isinstance(reader, LengthReader) and stream.buf.tell() == 0:
+        # gunicorn's input stream hands a body out 1 KB at a time, each piece cut from an 8 KB
+        # socket read with the rest put back, so a batch of 600 KB cost a millisecond of CPU
+        # in copies; its reader for a Content-Length body reads it whole. The stream has not
+        # been read from (its buffer is empty), so the reader holds the body from its start.
+        return reader.read(limit + 1)
     return request._request.read(limit + 1)
 
 

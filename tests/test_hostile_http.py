@@ -212,6 +212,63 @@ def test_it_answers_413_the_client_can_read_to_an_upload_over_the_limit(live):
         assert b"5,242,880-byte limit" in answer
 
 
+# --- bodies with Content-Length -------------------------------------------------------------
+def _request(live: Live, body: bytes) -> bytes:
+    head = (
+        f"POST /api/v1/records HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: {live.auth['Authorization']}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def _answers(sock: socket.socket, count: int) -> list[tuple[int, dict]]:
+    """`count` HTTP answers read off `sock`, each as (status, JSON body)."""
+    stream = sock.makefile("rb")
+    answers = []
+    for _ in range(count):
+        status = int(stream.readline().split()[1])
+        length = 0
+        while (line := stream.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        answers.append((status, json.loads(stream.read(length))))
+    return answers
+
+
+def test_it_reads_a_body_that_arrives_in_small_pieces(live):
+    records = [record(run_id="dribbled", data={"pad": "x" * 500}) for _ in range(1_000)]
+    request = _request(live, json.dumps({"records": records}).encode())
+    with socket.create_connection(("127.0.0.1", int(live.base.rsplit(":", 1)[1])), 30) as sock:
+        for start in range(0, len(request), 7_000):
+            sock.sendall(request[start : start + 7_000])
+        [(status, answer)] = _answers(sock, 1)
+    assert (status, answer["accepted"]) == (200, 1_000)
+    assert Record.objects.filter(project=live.project, run_id="dribbled").count() == 1_000
+
+
+def test_it_reads_each_body_of_a_kept_alive_connection_to_its_length(live):
+    first = _request(live, json.dumps({"records": [record(run_id="first")] * 2}).encode())
+    second = _request(live, json.dumps(record(run_id="second")).encode())
+    with socket.create_connection(("127.0.0.1", int(live.base.rsplit(":", 1)[1])), 30) as sock:
+        sock.sendall(first)
+        assert _answers(sock, 1) == [(200, {"accepted": 1, "duplicates": 1, "rejected": []})]
+        sock.sendall(second)
+        assert _answers(sock, 1) == [(200, {"accepted": 1, "duplicates": 0, "rejected": []})]
+
+
+def test_it_answers_400_to_a_body_shorter_than_its_length_and_stores_nothing(live):
+    body = json.dumps({"records": [record(run_id="cut-short")]}).encode()
+    request = _request(live, body)
+    with socket.create_connection(("127.0.0.1", int(live.base.rsplit(":", 1)[1])), 30) as sock:
+        sock.sendall(request[: len(request) - len(body) // 2])
+        sock.shutdown(socket.SHUT_WR)
+        [(status, answer)] = _answers(sock, 1)
+    assert status == 400, answer
+    assert not Record.objects.filter(project=live.project, run_id="cut-short").exists()
+
+
 # --- the schema-driven fuzz ------------------------------------------------------------------
 @pytest.fixture
 def api_schema(live):
