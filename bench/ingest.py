@@ -28,7 +28,6 @@ import multiprocessing
 import os
 import platform
 import random
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -46,6 +45,7 @@ from bench.common import (  # noqa: E402
     setup_django,
     store_rows,
 )
+from bench.results import commit  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ingest.jsonl"
 PEER_TOOLS = 12
@@ -144,16 +144,6 @@ def machine() -> dict:
         platform.processor(),
     )
     return {"host": platform.node(), "cpu": model, "cores": os.cpu_count()}
-
-
-def commit() -> str:
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=Path(__file__).resolve().parent, capture_output=True, text=True
-        ).stdout.strip()
-
-    head = git("rev-parse", "--short=12", "HEAD")
-    return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def main() -> None:
