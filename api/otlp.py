@@ -26,7 +26,7 @@ from rest_framework.exceptions import (
 from rest_framework.views import APIView
 
 from api.auth import KEY_REFUSED, CanIngest
-from api.ingest import read_body
+from api.body_reader import read_body
 from api.throttles import KeyRateThrottle
 from ops.instruments import count_otlp_ingest
 from records.formats import otlp

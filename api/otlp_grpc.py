@@ -70,7 +70,7 @@ class Refusal(Exception):
 
 def max_message_bytes() -> int:
     """What gRPC itself lets through: twice the limit, so that a message over the limit but not
-    far over it reaches the handler and gets the same answer as over HTTP (api.ingest._read_raw
+    far over it reaches the handler and gets the same answer as over HTTP (api.body_reader
     reads up to twice the limit too); beyond that gRPC refuses it, RESOURCE_EXHAUSTED as well."""
     return 2 * settings.DECISIONBOARD["INGEST_MAX_BODY"]
 
