@@ -1,14 +1,13 @@
 """POST /api/v1/records — the front door (docs/api.md, "Ingest").
 
-DRF handles the endpoint, authentication, the rate limit and error responses; the body is decoded
-with msgspec (api.bodies) and its records judged and stored by `records.store.ingest` instead of a
-DRF serializer, which would cap ingest at a few thousand records a second. Records are committed
-before the 2xx.
+DRF handles the endpoint, authentication, the rate limit and error responses; the body is read by
+api.body_reader, decoded with msgspec (api.bodies) instead of a DRF serializer, which would cap
+ingest at a few thousand records a second, and written by api.record_writes, the one write of
+every transport. Records are committed before the 2xx.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.utils import timezone
@@ -20,27 +19,12 @@ from rest_framework.views import APIView
 from api.auth import KEY_REFUSED, CanIngest
 from api.bodies import SURROGATE_MESSAGE, decode_json, may_hold_surrogates, surrogate_path
 from api.body_reader import read_body
+from api.record_writes import Posted, write_records
 from api.throttles import KeyRateThrottle
-from ops.instruments import count_api_ingest
-from records.collector import collector_paused
-from records.store.ingest import IngestResult, ingest
 from records.store.writer import ProjectGone
-from workers.dispatch import request_catch_up
 
 JSON_TYPES = {"application/json"}
 NDJSON_TYPES = {"application/x-ndjson", "application/ndjson", "application/jsonl"}
-
-
-@dataclass
-class ParsedBody:
-    """The posted records as raw JSON values, plus those that cannot be read at all (an NDJSON
-    line that is not JSON, a record holding a lone surrogate)."""
-
-    records: list[tuple[int, Any]] = field(default_factory=list)
-    # Records that cannot be read at all, with their errors by field path.
-    unreadable: list[tuple[int, dict[str, list[str]]]] = field(default_factory=list)
-    # True when the body may hold NUL characters or non-finite numbers (see normalise's scrub).
-    scrub: bool = False
 
 
 class IngestView(APIView):
@@ -50,45 +34,20 @@ class IngestView(APIView):
 
     def post(self, request):
         body = read_body(request)
-        now = timezone.now()
-        # A batch decodes into tens of thousands of objects, none in a cycle: the collector
-        # stays off until they are freed, so that no collection walks them (records.collector).
-        with collector_paused():
-            answer = self._store(request, body, now)
-        if answer.accepted:
-            request_catch_up(request.auth.project_id)  # after the commit; best effort
+        content_type = request.content_type or ""
+        try:
+            answer = write_records(
+                request.auth.project, lambda: parse_body(body, content_type), now=timezone.now()
+            )
+        except ProjectGone:  # deleted since its key was read (api.auth keeps keys briefly)
+            raise AuthenticationFailed(KEY_REFUSED) from None
         return Response(
             answer.body(),
             status=status.HTTP_207_MULTI_STATUS if answer.rejected else status.HTTP_200_OK,
         )
 
-    @staticmethod
-    def _store(request, body: bytes, now) -> IngestResult:
-        """Judge and store the body's records and count them; the result without its records,
-        so that they are freed as this returns."""
-        parsed = parse_body(body, request.content_type or "")
-        try:
-            result = ingest(
-                request.auth.project_id,
-                parsed.records,
-                now=now,
-                scrub=parsed.scrub,
-                unreadable=parsed.unreadable,
-            )
-        except ProjectGone:  # deleted since its key was read (api.auth keeps keys briefly)
-            raise AuthenticationFailed(KEY_REFUSED) from None
-        count_api_ingest(
-            request.auth.project,
-            parsed.records,
-            result.rejected,
-            result.valid,
-            result.accepted_by_kind,
-        )
-        result.valid = []
-        return result
 
-
-def parse_body(body: bytes, content_type: str) -> ParsedBody:
+def parse_body(body: bytes, content_type: str) -> Posted:
     """The records of a posted body, or ParseError (400) / UnsupportedMediaType (415).
 
     Never raises anything else, whatever the bytes: records that cannot be read (a line that is
@@ -104,7 +63,7 @@ def parse_body(body: bytes, content_type: str) -> ParsedBody:
             "application/json or application/x-ndjson.",
         )
     value, scrub = decode_json(body, lenient_numbers=True)
-    parsed = ParsedBody(scrub=scrub)
+    parsed = Posted(scrub=scrub)
     # Only the standard library's path (scrub) can return a lone surrogate, and only from an
     # escape in the text: the walk runs for those bodies alone.
     surrogates = scrub and may_hold_surrogates(body)
@@ -127,7 +86,7 @@ def parse_body(body: bytes, content_type: str) -> ParsedBody:
     )
 
 
-def _add(parsed: ParsedBody, index: int, raw: Any, check_surrogates: bool) -> None:
+def _add(parsed: Posted, index: int, raw: Any, check_surrogates: bool) -> None:
     """Queue a record for normalise, or list it as unreadable when it holds a lone surrogate."""
     where = surrogate_path(raw) if check_surrogates else None
     if where is None:
@@ -136,8 +95,8 @@ def _add(parsed: ParsedBody, index: int, raw: Any, check_surrogates: bool) -> No
         parsed.unreadable.append((index, {where: [SURROGATE_MESSAGE]}))
 
 
-def _parse_ndjson(body: bytes) -> ParsedBody:
-    parsed = ParsedBody()
+def _parse_ndjson(body: bytes) -> Posted:
+    parsed = Posted()
     index = 0
     for line in body.split(b"\n"):
         if not line.strip():

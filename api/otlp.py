@@ -1,9 +1,10 @@
 """POST /v1/traces and /api/v1/otlp/v1/traces — OTLP/HTTP trace ingest (docs/api.md, "OTLP").
 
-The same keys, scope, rate limit, body limit and store as POST /api/v1/records; the mapping of
-spans to records is records.formats.otlp. Answers follow the OTLP/HTTP specification: 200 with an
-ExportTraceServiceResponse (partial_success when spans were rejected), and for errors a
-google.rpc.Status in the request's encoding, with Retry-After on 429 and 503.
+The same keys, scope, rate limit, body reader (api.body_reader) and write (api.record_writes) as
+POST /api/v1/records; the mapping of spans to records is records.formats.otlp. Answers follow
+the OTLP/HTTP specification: 200 with an ExportTraceServiceResponse (partial_success when spans
+were rejected), and for errors a google.rpc.Status in the request's encoding, with Retry-After
+on 429 and 503.
 """
 
 from __future__ import annotations
@@ -27,12 +28,10 @@ from rest_framework.views import APIView
 
 from api.auth import KEY_REFUSED, CanIngest
 from api.body_reader import read_body
+from api.record_writes import write_export
 from api.throttles import KeyRateThrottle
-from ops.instruments import count_otlp_ingest
 from records.formats import otlp
-from records.store.ingest import configured_limits
-from records.store.writer import ProjectGone, store_records
-from workers.dispatch import request_catch_up
+from records.store.writer import ProjectGone
 
 # Seconds an exporter should wait when the database cannot be reached.
 DATABASE_RETRY_AFTER = 5
@@ -88,17 +87,11 @@ class OtlpTracesView(APIView):
             export = otlp.decode_request(read_body(request), encoding)
         except otlp.OtlpDecodeError as exc:
             raise ParseError(str(exc)) from None
-        now = timezone.now()
-        result = otlp.normalise_export(export, now=now, limits=configured_limits())
         try:
-            stored = store_records(request.auth.project_id, result.records, now)
+            answer = write_export(request.auth.project, export, now=timezone.now())
         except ProjectGone:  # deleted since its key was read (api.auth keeps keys briefly)
             raise AuthenticationFailed(KEY_REFUSED) from None
-        count_otlp_ingest(request.auth.project, result, stored)
-        if stored.accepted:
-            request_catch_up(request.auth.project_id)  # after the commit; best effort
-        body = otlp.encode_response(otlp.export_response(result), encoding)
-        return HttpResponse(body, content_type=encoding)
+        return HttpResponse(otlp.encode_response(answer, encoding), content_type=encoding)
 
     def handle_exception(self, exc):
         """Every error as a google.rpc.Status in the request's encoding (JSON when it had

@@ -2,11 +2,11 @@
 own port (DECISIONBOARD_OTLP_GRPC_PORT, 4317 by default; `manage.py serve_otlp_grpc`).
 
 The same keys (the `authorization` metadata: `Bearer <ingest key>`), scope, rate limit, size
-limit, mapping (records.formats.otlp) and store as POST /v1/traces (api/otlp.py), and the same rule:
-the records are committed before the OK. Errors are gRPC status codes, as the OTLP
-specification lists them: UNAUTHENTICATED, PERMISSION_DENIED, INVALID_ARGUMENT,
-RESOURCE_EXHAUSTED (over the size limit, or over the key's rate with a RetryInfo), UNAVAILABLE
-(the database cannot be reached, with a RetryInfo; nothing was stored).
+limit and write (api.record_writes, which maps with records.formats.otlp) as POST /v1/traces
+(api/otlp.py), and the same rule: the records are committed before the OK. Errors are gRPC
+status codes, as the OTLP specification lists them: UNAUTHENTICATED, PERMISSION_DENIED,
+INVALID_ARGUMENT, RESOURCE_EXHAUSTED (over the size limit, or over the key's rate with a
+RetryInfo), UNAVAILABLE (the database cannot be reached, with a RetryInfo; nothing was stored).
 
 The method is served with grpcio's generic handler on raw bytes rather than opentelemetry-proto's
 generated `add_TraceServiceServicer_to_server`: that one parses the message before the handler
@@ -38,14 +38,13 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from rest_framework.exceptions import AuthenticationFailed
 
 from api.auth import KEY_REFUSED, CanIngest, key_for_authorization
+from api.record_writes import write_export
 from api.throttles import KeyRateThrottle
 from config.outage import RETRY_AFTER_SECONDS, is_database_outage
-from ops.instruments import count_otlp_ingest, observe_grpc_request
+from ops.instruments import observe_grpc_request
 from records.formats import otlp
 from records.models import ApiKey
-from records.store.ingest import configured_limits
-from records.store.writer import ProjectGone, store_records
-from workers.dispatch import request_catch_up
+from records.store.writer import ProjectGone
 
 log = logging.getLogger(__name__)
 
@@ -107,16 +106,10 @@ def export(body: bytes, authorization: str | None) -> trace_service_pb2.ExportTr
         request = otlp.decode_request(body, otlp.PROTOBUF)
     except otlp.OtlpDecodeError as exc:
         raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
-    now = timezone.now()
-    result = otlp.normalise_export(request, now=now, limits=configured_limits())
     try:
-        stored = store_records(key.project_id, result.records, now)
+        return write_export(key.project, request, now=timezone.now())
     except ProjectGone:  # deleted since its key was read (api.auth keeps keys briefly)
         raise Refusal(grpc.StatusCode.UNAUTHENTICATED, KEY_REFUSED) from None
-    count_otlp_ingest(key.project, result, stored)
-    if stored.accepted:
-        request_catch_up(key.project_id)  # after the commit; best effort
-    return otlp.export_response(result)
 
 
 def _export_call(body: bytes, context: grpc.ServicerContext):

@@ -84,7 +84,8 @@ def kind_label(kind: Any) -> str:
     return kind if kind in _KNOWN_KINDS else UNKNOWN_KIND
 
 
-def _posted_kind(raw: Any) -> str:
+def posted_kind(raw: Any) -> str:
+    """The kind label of a posted raw record (`unknown` when it names none we know)."""
     return kind_label(raw.get("kind") if isinstance(raw, dict) else None)
 
 
@@ -110,27 +111,10 @@ def count_ingest(
                 INGEST_RECORDS.labels(project.name, kind, outcome, via).inc(n)
 
 
-def count_api_ingest(
-    project: Any,
-    posted: Sequence[tuple[int, Any]],
-    rejected: Iterable[dict],
-    valid: Sequence[NormalisedRecord],
-    accepted_by_kind: dict[str, int],
-) -> None:
-    """POST /api/v1/records: `posted` is the body's (index, raw record) pairs, `rejected` the
-    answer's rejected entries (an NDJSON line that was not JSON has no raw record)."""
-    raw_by_index = dict(posted) if rejected else {}
-    kinds = (_posted_kind(raw_by_index.get(entry["index"])) for entry in rejected)
-    count_ingest("api", project, valid, accepted_by_kind, kinds)
-
-
-def count_otlp_ingest(project: Any, result: Any, stored: Any) -> None:
-    """POST /v1/traces: `result` is records.formats.otlp's ExportResult, `stored` the
-    StoreResult."""
-    kinds = (kind_label(kind) for kind in result.rejected_kinds)
-    count_ingest("otlp", project, result.records, stored.accepted_by_kind, kinds)
-    if result.rejected_spans:
-        OTLP_REJECTED_SPANS.labels(project.name).inc(result.rejected_spans)
+def count_rejected_spans(project: Any, spans: int) -> None:
+    """Spans of an OTLP export that mapped to nothing or to a rejected record."""
+    if spans:
+        OTLP_REJECTED_SPANS.labels(project.name).inc(spans)
 
 
 def count_alert_tick(tick: Any) -> None:

@@ -14,7 +14,8 @@ import math
 import re
 import types
 import typing
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -170,6 +171,36 @@ def normalise(
         derived_json=orjson.dumps(derived.fields).decode(),
         usage=derived.usage,
     )
+
+
+@dataclass(slots=True)
+class Judged:
+    """A batch judged record by record: the records to store, and the rest with their errors.
+
+    Each posted record comes with a tag its transport names it by in an answer (its index in a
+    native body, the span an OTLP record was mapped from); rejections keep the tag.
+    """
+
+    valid: list[NormalisedRecord] = field(default_factory=list)
+    rejected: list[tuple[Any, Any, Errors]] = field(default_factory=list)  # (tag, raw, errors)
+
+
+def normalise_batch(
+    tagged: Iterable[tuple[Any, Any]],
+    *,
+    now: datetime,
+    limits: Limits = Limits(),
+    scrub: bool = False,
+) -> Judged:
+    """`normalise` each (tag, raw record) of a batch; one bad record never blocks the others."""
+    judged = Judged()
+    for tag, raw in tagged:
+        result = normalise(raw, now=now, limits=limits, scrub=scrub)
+        if isinstance(result, NormalisedRecord):
+            judged.valid.append(result)
+        else:
+            judged.rejected.append((tag, raw, result))
+    return judged
 
 
 def named_models(model: str | None, others: tuple[str, ...]) -> str | None:

@@ -1,11 +1,11 @@
 """OpenTelemetry traces in, decision records out: the one mapping of OTLP spans to record kinds.
 
-The one public place for the OTLP receivers (api/otlp.py over HTTP, api/otlp_grpc.py over gRPC):
-an export is decoded (records.formats.otlp_wire), its spans read into plain `SpanView`s
-(otlp_spans), the declarations turn spans and span events into records (otlp_mapping,
-otlp_events), and here each record is judged by the same `records.contract.normalise.normalise`
-as native ingest and the answer's partial success is written. Pure functions: no database, no
-settings, no views.
+The one public place for the OTLP write (api.record_writes, which the receivers over HTTP and
+gRPC both call): an export is decoded (records.formats.otlp_wire), its spans read into plain
+`SpanView`s (otlp_spans), the declarations turn spans and span events into records
+(otlp_mapping, otlp_events); each record is judged by the same
+`records.contract.normalise.normalise_batch` as native ingest, and `settle` here writes the
+answer's partial success. Pure functions: no database, no settings, no views.
 
 The mappings (docs/api.md, "OTLP", is the user's copy of this table):
 
@@ -21,7 +21,7 @@ dropped silently.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -30,10 +30,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from records.collector import collector_paused
-from records.contract.normalise import Limits, NormalisedRecord, normalise
+from records.contract.normalise import Judged, Limits, NormalisedRecord, normalise_batch
 from records.formats.otlp_mapping import map_export
-from records.formats.otlp_records import Mapping
+from records.formats.otlp_records import Mapped, Mapping
 from records.formats.otlp_spans import spans_of
 from records.formats.otlp_wire import (
     ENCODINGS,
@@ -55,7 +54,9 @@ __all__ = [
     "export_response",
     "map_export",
     "normalise_export",
+    "settle",
     "spans_of",
+    "tagged",
 ]
 
 _MAX_PROBLEMS_SHOWN = 5
@@ -67,39 +68,37 @@ class ExportResult:
     records: list[NormalisedRecord]
     rejected_spans: int
     error_message: str
-    # The kind of each record that was rejected (as mapped, so a known kind), for /metrics.
-    rejected_kinds: list[str] = field(default_factory=list)
 
 
 def normalise_export(
     request: ExportTraceServiceRequest, *, now: datetime, limits: Limits | None = None
 ) -> ExportResult:
     """Map the export and judge each record with records.contract.normalise, as native ingest
-    does.
+    does (api.record_writes runs the same two steps, then stores)."""
+    mapping = map_export(request)
+    judged = normalise_batch(
+        tagged(mapping), now=now, limits=limits or Limits(), scrub=mapping.scrub
+    )
+    return settle(mapping, judged)
 
-    A span is rejected (counted once) when it maps to nothing or any record from it is rejected;
-    its other, valid records are still stored.
-    """
-    limits = limits or Limits()
-    valid: list[NormalisedRecord] = []
-    rejected_kinds: list[str] = []
-    with collector_paused():
-        mapping = map_export(request)
-        for mapped in mapping.records:
-            result = normalise(mapped.raw, now=now, limits=limits, scrub=mapping.scrub)
-            if isinstance(result, NormalisedRecord):
-                valid.append(result)
-            else:
-                rejected_kinds.append(mapped.raw["kind"])
-                errors = "; ".join(f"{path}: {', '.join(m)}" for path, m in result.items())
-                label = mapped.detail or mapped.raw["kind"]
-                mapping.reject(mapped.span, f"{label} rejected: {errors}")
+
+def tagged(mapping: Mapping) -> list[tuple[Mapped, dict]]:
+    """The export's records, each tagged with what it was mapped from, for normalise_batch."""
+    return [(mapped, mapped.raw) for mapped in mapping.records]
+
+
+def settle(mapping: Mapping, judged: Judged) -> ExportResult:
+    """The export's outcome once its records are judged: a span is rejected (counted once) when
+    it maps to nothing or any record from it is rejected; its other, valid records are still
+    stored."""
+    for mapped, raw, errors in judged.rejected:
+        problems = "; ".join(f"{path}: {', '.join(m)}" for path, m in errors.items())
+        mapping.reject(mapped.span, f"{mapped.detail or raw['kind']} rejected: {problems}")
     return ExportResult(
         spans=len(mapping.spans),
-        records=valid,
+        records=judged.valid,
         rejected_spans=len(mapping.problems),
         error_message=_summary(mapping),
-        rejected_kinds=rejected_kinds,
     )
 
 

@@ -1,8 +1,9 @@
 """Ingest as a domain function: judge each posted record, store the good ones.
 
-The HTTP view (api.ingest) decodes the body and answers; `seed_demo` and the benchmarks call
-the same function, so a record is judged and stored one way whoever sends it. Rejected records
-never block their valid neighbours; the valid ones are committed before this returns.
+The transports (native JSON, OTLP over HTTP and gRPC) reach the store through one write action,
+api.record_writes, which also counts and nudges the workers; `seed_demo`, the benchmarks and the
+tests call `ingest` here, the same judging and store without the web's counters. Rejected
+records never block their valid neighbours; the valid ones are committed before this returns.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
-from records.contract.normalise import Errors, Limits, NormalisedRecord, normalise
+from records.contract.normalise import Errors, Limits, normalise_batch
 from records.store.writer import store_records
 
 
@@ -24,10 +25,6 @@ class IngestResult:
     duplicates: int
     # {"index", "id", "errors"} of each rejected record, by index (the 207 body).
     rejected: list[dict] = field(default_factory=list)
-    # The records that passed and went to the store (new or duplicates), for the counters.
-    valid: list[NormalisedRecord] = field(default_factory=list)
-    # The new ones by kind (records.store.writer), so that the counters need no query.
-    accepted_by_kind: dict[str, int] = field(default_factory=dict)
 
     def body(self) -> dict:
         return {"accepted": self.accepted, "duplicates": self.duplicates, "rejected": self.rejected}
@@ -54,20 +51,21 @@ def ingest(
     """Normalise `records` ((index, raw JSON value) pairs), store the valid ones in one
     transaction, and report the rest with the errors of `unreadable` ones (parts of a body that
     were not even JSON)."""
-    limits = limits or configured_limits()
-    rejected = [{"index": index, "id": None, "errors": errors} for index, errors in unreadable]
-    valid: list[NormalisedRecord] = []
-    for index, raw in records:
-        result = normalise(raw, now=now, limits=limits, scrub=scrub)
-        if isinstance(result, NormalisedRecord):
-            valid.append(result)
-        else:
-            rejected.append({"index": index, "id": posted_id(raw), "errors": result})
-    stored = store_records(project_id, valid, now)
-    rejected.sort(key=lambda r: r["index"])
-    return IngestResult(
-        stored.accepted, stored.duplicates, rejected, valid, stored.accepted_by_kind
-    )
+    judged = normalise_batch(records, now=now, limits=limits or configured_limits(), scrub=scrub)
+    stored = store_records(project_id, judged.valid, now)
+    rejected = rejections(unreadable, judged.rejected)
+    return IngestResult(stored.accepted, stored.duplicates, rejected)
+
+
+def rejections(
+    unreadable: Iterable[tuple[int, Errors]], rejected: Iterable[tuple[int, Any, Errors]]
+) -> list[dict]:
+    """The `rejected` entries of a native answer, by index: the records that could not be read
+    at all, and those normalise rejected."""
+    out = [{"index": index, "id": None, "errors": errors} for index, errors in unreadable]
+    out += [{"index": i, "id": posted_id(raw), "errors": errors} for i, raw, errors in rejected]
+    out.sort(key=lambda r: r["index"])
+    return out
 
 
 def posted_id(raw: Any) -> str | None:
