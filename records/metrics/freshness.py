@@ -204,7 +204,7 @@ def _watermarks() -> list[tuple[str, int, datetime | None, int, tuple[int, datet
     Written out once: the ORM took longer to compile it than the database to run it, and each
     subquery of the records plans over every day partition, so the first record's id and time
     come as one text ("id received_at"). On PostgreSQL the two subqueries are functions that
-    keep their plans for the session (records.store.sqlfunctions.POSTGRES_FRESHNESS): planned for
+    keep their plans for the session (migration 0022): planned for
     each call they cost ten times what they read."""
     records, watermarks = Record._meta.db_table, Watermark._meta.db_table
     if connection.vendor == "postgresql":

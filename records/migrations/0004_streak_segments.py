@@ -3,13 +3,26 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-from records.store.sqlfunctions import POSTGRES_DROP, POSTGRES_JSON_ADD
+JSON_ADD = """
+CREATE OR REPLACE FUNCTION json_add(a jsonb, b jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(jsonb_object_agg(key, total), '{}'::jsonb)
+    FROM (
+        SELECT key, sum(value::numeric) AS total
+        FROM (SELECT * FROM jsonb_each_text(coalesce(a, '{}'::jsonb))
+              UNION ALL
+              SELECT * FROM jsonb_each_text(coalesce(b, '{}'::jsonb))) AS pairs
+        GROUP BY key
+    ) AS sums
+$$
+"""
+JSON_ADD_DROP = "DROP FUNCTION IF EXISTS json_add(jsonb, jsonb)"
 
 
 def create_json_add(apps, schema_editor):
     # SQLite registers a Python json_add on each connection instead (records.apps).
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(POSTGRES_JSON_ADD)
+        schema_editor.execute(JSON_ADD)
 
 
 def models_seen_to_counts(apps, schema_editor):
@@ -22,7 +35,7 @@ def models_seen_to_counts(apps, schema_editor):
 
 def drop_json_add(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(POSTGRES_DROP)
+        schema_editor.execute(JSON_ADD_DROP)
 
 
 class Migration(migrations.Migration):

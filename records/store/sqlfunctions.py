@@ -1,28 +1,16 @@
-"""json_add(a, b): two flat JSON objects of counts added key by key, inside the database.
+"""The database's own functions and connection set-up that the store relies on.
 
-Rollup sketches and run kind counts are such objects; merging them in the UPSERT means a
-catch-up pass never reads the rows it adds to. PostgreSQL gets the function from migration
-0004; SQLite connections get this Python version registered when they open.
+json_add(a, b): two flat JSON objects of counts added key by key, inside the database. Rollup
+sketches and run kind counts are such objects; merging them in the UPSERT means a catch-up pass
+never reads the rows it adds to. PostgreSQL gets the function from migration 0004; SQLite
+connections get this Python version registered when they open. Freshness's two reads of the
+records table are PL/pgSQL functions of migration 0022 on PostgreSQL
+(records.metrics.freshness says why).
 """
 
 from __future__ import annotations
 
 import json
-
-POSTGRES_JSON_ADD = """
-CREATE OR REPLACE FUNCTION json_add(a jsonb, b jsonb) RETURNS jsonb
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT coalesce(jsonb_object_agg(key, total), '{}'::jsonb)
-    FROM (
-        SELECT key, sum(value::numeric) AS total
-        FROM (SELECT * FROM jsonb_each_text(coalesce(a, '{}'::jsonb))
-              UNION ALL
-              SELECT * FROM jsonb_each_text(coalesce(b, '{}'::jsonb))) AS pairs
-        GROUP BY key
-    ) AS sums
-$$
-"""
-POSTGRES_DROP = "DROP FUNCTION IF EXISTS json_add(jsonb, jsonb)"
 
 
 def json_add(a: str | None, b: str | None) -> str:
@@ -54,36 +42,6 @@ def fast_timestamps(cursor) -> None:
 def register_sqlite(sender, connection, **kwargs) -> None:
     if connection.vendor == "sqlite":
         connection.connection.create_function("json_add", 2, json_add, deterministic=True)
-
-
-# Freshness (records.metrics.freshness.freshness) asks, on every scrape of /metrics, for the newest
-# record id and the first record above a watermark: two index probes of the primary key, but
-# over the records table's every day partition, which PostgreSQL planned afresh for each call,
-# the planning costing many times the execution and growing with the partitions. A
-# PL/pgSQL function keeps the plan of its statement for the session (the web's connections
-# persist: CONN_MAX_AGE), always the generic one, which walks every partition's index as the
-# custom one would: nothing about the watermark lets a plan prune a partition. Adding or
-# dropping a day partition invalidates the plan. SQLite runs the statements as they are.
-POSTGRES_FRESHNESS = """
-CREATE OR REPLACE FUNCTION records_newest_id() RETURNS bigint
-LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
-BEGIN
-    RETURN (SELECT r.id FROM records_record r ORDER BY r.id DESC LIMIT 1);
-END
-$$;
-CREATE OR REPLACE FUNCTION records_first_above(after bigint) RETURNS text
-LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
-BEGIN
-    -- "id received_at": the first record above `after`, both in one value.
-    RETURN (SELECT CAST(r.id AS text) || ' ' || CAST(r.received_at AS text)
-            FROM records_record r WHERE r.id > after ORDER BY r.id LIMIT 1);
-END
-$$;
-"""
-POSTGRES_FRESHNESS_DROP = (
-    "DROP FUNCTION IF EXISTS records_newest_id(); "
-    "DROP FUNCTION IF EXISTS records_first_above(bigint)"
-)
 
 
 def set_role_defaults(using: str = "default", **kwargs) -> None:
