@@ -12,12 +12,14 @@ class RecordsConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import pre_delete
 
+        from records.catchup.rebuild import rebuild_if_requested
         from records.models import Project
         from records.store.sqlfunctions import register_sqlite, set_role_defaults
         from records.store.writer import hold_project_for_delete
 
         connection_created.connect(register_sqlite, dispatch_uid="records-json-add")
         post_migrate.connect(set_role_defaults, sender=self, dispatch_uid="records-role-defaults")
+        post_migrate.connect(rebuild_if_requested, sender=self, dispatch_uid="records-rebuild")
         pre_delete.connect(
             hold_project_for_delete, sender=Project, dispatch_uid="records-project-delete-lock"
         )

@@ -3,9 +3,12 @@
 The derived columns are computed on ingest (records.contract.derive). When a derivation changes (a
 definition corrected, a new facet), the stored records are derived again from their
 data, and the rollups, classifications, tool decisions, streaks and run summaries are dropped
-and the watermark reset, so the workers fold every record in again with the new definitions. A
-migration that changes a derivation calls `rebuild`; so can an operator (`manage.py
-rebuild_rollups`).
+and the watermark reset, so the workers fold every record in again with the new definitions.
+
+A migration that changes a derivation does not call this code, which changes after it is
+written: it asks for a rebuild with a Watermark row named REBUILD_REQUESTED, and
+`rebuild_if_requested` (run after `migrate`) rebuilds once with the derivations of the code being
+migrated to, whichever migrations asked. An operator runs `manage.py rebuild_rollups`.
 """
 
 from __future__ import annotations
@@ -126,6 +129,24 @@ def reset_rollups(models) -> None:
                 batches(project_id=row["project_id"], last_id=row["last"], received_at=now)
                 for row in newest.order_by()
             )
+
+
+# The Watermark row by which a migration asks for a rebuild (migrations 0006 and 0009 write it).
+REBUILD_REQUESTED = "rebuild-requested"
+
+
+def rebuild_if_requested(using: str = "default", **kwargs) -> None:
+    """After `migrate` (post_migrate): rebuild when a migration asked for it, then forget the
+    request."""
+    from django.apps import apps
+
+    models = {model.__name__: model for model in apps.get_app_config("records").get_models()}
+    requests = models["Watermark"].objects.using(using).filter(name=REBUILD_REQUESTED)
+    if not requests.exists():
+        return
+    done = rebuild(models)
+    requests.delete()
+    log.info("rebuilt after migrate, as a migration asked: %s records derived again", done)
 
 
 def rebuild(models, **kwargs) -> int:

@@ -3,18 +3,18 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-_MODELS = (
-    "Rollup", "StreakSegment", "Streak", "Classification", "ToolDecision", "ToolMiss", "Run",
-    "Watermark",
-)  # fmt: skip
+# The Watermark row that asks for a rebuild once `migrate` ends (records.catchup.rebuild).
+REBUILD_REQUESTED = "rebuild-requested"
 
 
-def refold(apps, schema_editor):
-    # The tool rows (records.catchup.tool_funnel) are new derived rollup kinds: fold every stored record in
-    # again so that they cover the past too. The derivations did not change: no re-derive.
-    from records.catchup.rebuild import reset_rollups
-
-    reset_rollups({name: apps.get_model("records", name) for name in _MODELS})
+def request_refold(apps, schema_editor):
+    # The tool rows are new derived rollup kinds: every stored record is folded in again so
+    # that they cover the past too, by the rebuild that runs once after `migrate`.
+    db = schema_editor.connection.alias
+    if apps.get_model("records", "Record").objects.using(db).exists():
+        apps.get_model("records", "Watermark").objects.using(db).get_or_create(
+            name=REBUILD_REQUESTED
+        )
 
 
 class Migration(migrations.Migration):
@@ -51,5 +51,5 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('project', 'tool', 'run_id'), name='tool_miss_unique')],
             },
         ),
-        migrations.RunPython(refold, migrations.RunPython.noop),
+        migrations.RunPython(request_refold, migrations.RunPython.noop),
     ]

@@ -1,6 +1,10 @@
-"""Derive the stored hybrid turns again: a hybrid turn keeps the envelope rules for every text
-(records.contract.derive.derive_turn), so one of plain text and no call, stored until now as `chat`, is
-`unparseable`, as the same turn sent as envelope is.
+"""Derive the stored hybrid turns again: a hybrid turn keeps the envelope rules for every text, so
+one of plain text and no call, stored until now as `chat`, is `unparseable`, as the same turn
+sent as envelope is.
+
+Self-contained: the rule of the time (a hybrid turn without calls whose text is not empty takes
+the envelope's decision), the turn's rollup key and the latency sketch's bins are written out
+here, so that later changes to the live derivation never change what this migration does.
 
 Only hybrid turns are read, WINDOW ids a transaction, and only those whose derived columns
 change are written. A turn the catch-up already folded in (its id at most its lane's
@@ -22,6 +26,8 @@ partitioned table, as `manage.py rebuild_rollups` does.
 from collections import defaultdict
 from datetime import UTC
 
+import math
+
 import orjson
 from django.db import migrations, transaction
 from django.db.models import Max, Q
@@ -35,6 +41,56 @@ GRAINS = ("minute", "hour", "day")
 # What a record adds to the rollup row of its own kind (records.catchup.passes): the row it goes to
 # (model, rollup_key) and what it adds there.
 _CELL_COLUMNS = ("model", "rollup_key", "latency_ms", "tokens_in", "tokens_out")
+# The columns a turn's decision is written in.
+_DECISION_COLUMNS = ("outcome", "rollup_key", "derived")
+# The latency sketch's bins: 1 % relative accuracy, values at or below MIN_POSITIVE apart.
+_LOG_GAMMA = math.log((1 + 0.01) / (1 - 0.01))
+_MIN_POSITIVE = 1e-9
+_ENVELOPE_STEPS = {"actions": "action", "sub-agent": "subAgent", "chat": "chat"}
+
+
+def _bin_of(value):
+    return None if value <= _MIN_POSITIVE else math.ceil(math.log(value) / _LOG_GAMMA)
+
+
+def _envelope_decision(text):
+    """The decision of a turn whose decision is the JSON envelope in its text."""
+    try:
+        envelope = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return "unparseable"
+    if not isinstance(envelope, dict):
+        return "unparseable"
+    if envelope.get("taskComplete") is True:
+        return "taskComplete"
+    step = envelope.get("nextStep")
+    if isinstance(step, dict) and isinstance(step.get("type"), str):
+        return _ENVELOPE_STEPS.get(step["type"].lower(), "other")
+    if envelope.get("payloadChangeRequest"):
+        return "payloadChange"
+    return "other"
+
+
+def _escape(value):
+    text = "" if value is None else str(value)
+    return text.replace("%", "%25").replace("|", "%7C")
+
+
+def _decision_columns(data, stored):
+    """A hybrid turn's decision columns (outcome, rollup key, derived) under the envelope rules.
+
+    Only a turn without calls whose text is not empty was derived otherwise before; a control
+    call, an action call or an empty text decide the same under both.
+    """
+    derived = dict(stored["derived"] or {})
+    text = data.get("text") if isinstance(data.get("text"), str) else ""
+    if derived.get("calls") or not text.strip():
+        return stored
+    decision = _envelope_decision(text)
+    derived["decision"] = decision
+    invented = "1" if derived.get("invented") else "0"
+    key = "|".join((_escape(decision), _escape(derived.get("protocol")), invented))
+    return {"outcome": decision, "rollup_key": key, "derived": derived}
 
 
 def _bucket(ts, grain):
@@ -67,8 +123,6 @@ def _no_delta():
 
 def _move(deltas, record, old, new):
     """Take the record's share from its old row and add it to its new one, at every grain."""
-    from records.contract.sketch import bin_of
-
     for sign, cell in ((-1, old), (1, new)):
         latency = cell["latency_ms"]
         for grain in GRAINS:
@@ -80,7 +134,7 @@ def _move(deltas, record, old, new):
             delta["tokens_out"] += sign * (cell["tokens_out"] or 0)
             if latency is not None:
                 delta["latency_sum"] += sign * latency
-                index = bin_of(latency)
+                index = _bin_of(latency)
                 name = "z" if index is None else str(index)
                 delta["sketch"][name] = delta["sketch"].get(name, 0) + sign
 
@@ -130,22 +184,21 @@ def _apply(Rollup, db, deltas):
 
 
 def rederive(apps, schema_editor):
-    from records.catchup.rebuild import DERIVED_COLUMNS, derived_columns
-
     Record = apps.get_model("records", "Record")
     Rollup = apps.get_model("records", "Rollup")
     Watermark = apps.get_model("records", "Watermark")
     db = schema_editor.connection.alias
     hybrid = Record.objects.using(db).filter(kind=TURN, data__protocol="hybrid")
     top = Record.objects.using(db).aggregate(top=Max("id"))["top"] or 0
+    columns = ("id", "project", "ts", "agent", "data", *_CELL_COLUMNS, *_DECISION_COLUMNS)
     for low in range(0, top, WINDOW):
         with transaction.atomic(using=db):
             window = hybrid.filter(id__gt=low, id__lte=low + WINDOW)
             rewritten = []
-            for record in window.only("id", "project", "ts", "agent", "data", *DERIVED_COLUMNS):
+            for record in window.only(*columns):
                 data = record.data if isinstance(record.data, dict) else orjson.loads(record.data)
-                new = derived_columns(TURN, data, record.derived)
-                old = {name: getattr(record, name) for name in DERIVED_COLUMNS}
+                old = {name: getattr(record, name) for name in (*_CELL_COLUMNS, *_DECISION_COLUMNS)}
+                new = {**old, **_decision_columns(data, old)}
                 if new != old:
                     rewritten.append((record, old, new))
             if not rewritten:
@@ -156,10 +209,10 @@ def rederive(apps, schema_editor):
                 moved = any(old[name] != new[name] for name in _CELL_COLUMNS)
                 if moved and record.id <= folded_upto(record.project_id):
                     _move(deltas, record, old, new)
-                for name, value in new.items():
-                    setattr(record, name, value)
+                for name in _DECISION_COLUMNS:
+                    setattr(record, name, new[name])
             Record.objects.using(db).bulk_update(
-                [record for record, _, _ in rewritten], DERIVED_COLUMNS, batch_size=1000
+                [record for record, _, _ in rewritten], _DECISION_COLUMNS, batch_size=1000
             )
             _apply(Rollup, db, deltas)
 
