@@ -19,19 +19,9 @@ from django.utils.html import format_html_join
 
 from dashboard.formatting import duration_ms, offset, record_cost
 from dashboard.formatting import tokens as format_tokens
-from records.contract.rollup_keys import (
-    MODEL_CALL,
-    NOTICE,
-    OUTCOME,
-    PICK,
-    PICK_ERROR,
-    PICKS,
-    PROVIDER_ERROR,
-    RELIABILITY,
-    SELECTION,
-    TURN,
-    VERDICT,
-)
+from records.contract.kinds import KINDS
+from records.contract.renderings.kind_rendering import Millis, details, text_of
+from records.contract.rollup_keys import MODEL_CALL, OUTCOME, PICK, PICK_ERROR, SELECTION
 
 # The run page shows a run's records this many at a time: a page's size and render time grow
 # with its records (a run of tens of thousands would be a page of megabytes that takes
@@ -39,6 +29,8 @@ from records.contract.rollup_keys import (
 PAGE_SIZE = 200
 # A run that has not stopped and had a record this recently is live: its page polls for more.
 ACTIVE_FOR = timedelta(minutes=10)
+# The kinds whose records link to the pick drill-down.
+PICKS = tuple(name for name, spec in KINDS.items() if spec.rendering.opens_pick)
 FIELDS = ("id", "kind", "ts", "iteration", "model", "latency_ms", "tokens_in", "tokens_out",
           "is_swap", "is_fallback", "is_error", "is_contract_break", "cost_nano",
           "cost_source")  # fmt: skip
@@ -93,165 +85,19 @@ class Iteration:
         )
 
 
-def text_of(value: Any) -> str:
-    """A record's value as the page shows it: absent is empty, anything else its text."""
-    return "" if value is None else str(value)
-
-
-def turn_calls(derived: dict) -> str:
-    """A turn's derived calls as one line: what each did, an invented one marked so."""
-    return ", ".join(
-        text_of(c.get("action") or c.get("control") or c.get("wire"))
-        + (" (invented)" if c.get("invented") else "")
-        for c in derived.get("calls") or []
-        if isinstance(c, dict)
-    )
-
-
-def names_of(values: Any) -> str:
-    """A list of tools (names, or objects with a name) as one line of names."""
-    if not isinstance(values, list):
-        return ""
-    return ", ".join(text_of(v.get("name") if isinstance(v, dict) else v) for v in values)
-
-
-def _ms(value: Any) -> str:
-    # The pages' one way of writing a duration (ms under a second, seconds above).
-    return duration_ms(value) if isinstance(value, int | float) else ""
-
-
-def _pairs(*pairs: tuple[str, Any]) -> list[tuple[str, str]]:
-    """(label, value) pairs, dropping the empty ones."""
-    return [(label, text_of(value)) for label, value in pairs if value not in (None, "", [], {})]
-
-
 def describe(kind: str, data: dict, derived: dict) -> tuple[str, list[tuple[str, str]]]:
-    """A one-line title and labelled details for one record of any kind."""
+    """A one-line title and labelled details for one record of any kind: the kind's own
+    description (records.contract.kinds), its durations written the pages' way."""
     d = data if isinstance(data, dict) else {}
     der = derived if isinstance(derived, dict) else {}
-    if kind == PICK:
-        ranked = d.get("ranked") or []
-        top = ranked[0] if ranked and isinstance(ranked[0], dict) else {}
-        classifier = d.get("classifier") or {}
-        title = f"{text_of(classifier.get('model'))} ranked {len(ranked)} tools"
-        if d.get("chosen") is not None:
-            title += f", chose {text_of(d.get('chosen'))}"
-        else:
-            title += ", chose nothing offered"
-        narrowing = "narrowed" if d.get("narrowed") else "full set"
-        if d.get("narrowedSkipped"):
-            narrowing = f"not narrowed: {text_of(d.get('narrowedSkipped'))}"
-        return title, _pairs(
-            ("top", f"{text_of(top.get('name'))} ({top.get('score')})" if top else ""),
-            ("served", names_of(d.get("served"))),
-            ("doors", names_of(der.get("doors"))),
-            ("narrowing", narrowing),
-            ("latency", _ms(d.get("latencyMs"))),
-            ("confidence", d.get("confidence")),
-        )
-    if kind == PICK_ERROR:
-        classifier = d.get("classifier") or {}
-        status = f"{d.get('status')} " if d.get("status") is not None else ""
-        title = f"classifier {text_of(classifier.get('model') or classifier.get('name'))} failed: "
-        return title + f"{status}{text_of(d.get('message'))}", _pairs(
-            ("served", names_of(d.get("served"))),
-            ("skip reason", d.get("narrowedSkipped")),
-            ("latency", _ms(d.get("latencyMs"))),
-        )
-    if kind == OUTCOME:
-        called = names_of(d.get("called")) or "nothing"
-        agrees = d.get("firstAgrees")
-        verdict = {True: "first pick agreed", False: "first pick disagreed"}.get(agrees, "")
-        miss = d.get("miss") or {}
-        return f"called {called}", _pairs(
-            ("agreement", verdict), ("wanted, not served", names_of(miss.get("wanted")))
-        )
-    if kind == SELECTION:
-        default, selected = text_of(d.get("default_model")), text_of(d.get("selected_model"))
-        title = f"step {text_of(d.get('step'))}: {text_of(d.get('action'))} on {selected}"
-        if selected != default:
-            title += f" (swapped from {default})"
-        patch = d.get("request_patch") or {}
-        return title, _pairs(
-            ("previous", d.get("previous_model")),
-            ("stop reason", d.get("stop_reason")),
-            ("retry", "yes" if d.get("retry") else ""),
-            ("request patch", ", ".join(sorted(patch)) if isinstance(patch, dict) else ""),
-        )
-    if kind == MODEL_CALL:
-        usage = d.get("usage") or {}
-        tokens = f"{usage.get('input', 0):,} in / {usage.get('output', 0):,} out"
-        return (
-            f"{text_of(d.get('provider'))} {text_of(d.get('model'))}: "
-            f"{text_of(d.get('stopReason'))}",
-            _pairs(
-                ("duration", _ms(d.get("durationMs"))),
-                ("tokens", tokens if isinstance(usage, dict) and usage else ""),
-                ("tools", d.get("toolsCount")),
-                ("messages", d.get("messagesCount")),
-            ),
-        )
-    if kind == TURN:
-        shown = turn_calls(der)
-        title = f"turn: {text_of(der.get('decision'))}"
-        return title, _pairs(
-            ("protocol", der.get("protocol")),
-            ("calls", shown),
-            ("text", d.get("text")),
-            ("finish", d.get("finishReason")),
-            ("error", d.get("executionError")),
-            ("duration", _ms(d.get("durationMs"))),
-        )
-    if kind == VERDICT:
-        outcome = text_of(d.get("outcome"))
-        result = text_of(d.get("verdict")) if outcome == "ruled" else outcome
-        extra = d.get("form") or d.get("cause") or ""
-        title = f"{text_of(d.get('toolName'))}: {result}{f' ({extra})' if extra else ''}"
-        return title, _pairs(
-            ("model", f"{text_of(d.get('model'))} on rung {text_of(d.get('rung'))}"),
-            (
-                "seat",
-                f"{text_of(d.get('seatModel'))} ({text_of(d.get('seat'))})"
-                if d.get("seatModel")
-                else "",
-            ),
-            ("re-ask", "yes" if d.get("reask") else ""),
-            ("ladder fallback", "yes" if der.get("ladder_fallback") else ""),
-            ("disposition", d.get("disposition")),
-            ("wall", _ms(d.get("wallMs"))),
-        )
-    if kind == NOTICE:
-        detail = d.get("detail") or {}
-        shown = (
-            ", ".join(f"{k}={text_of(v)}" for k, v in detail.items())
-            if isinstance(detail, dict)
-            else ""
-        )
-        return (
-            f"{text_of(d.get('level') or 'notice')} {text_of(d.get('code'))}: "
-            f"{text_of(d.get('message'))}",
-            _pairs(("detail", shown), ("audience", d.get("audience"))),
-        )
-    if kind == PROVIDER_ERROR:
-        choice = d.get("toolChoice") or {}
-        forced = (
-            f"{text_of(choice.get('type'))} {text_of(choice.get('name'))}".strip() if choice else ""
-        )
-        return (
-            f"{text_of(d.get('provider'))} {text_of(d.get('model'))}: {text_of(d.get('error'))}",
-            _pairs(
-                ("message", d.get("message")),
-                ("status", d.get("status")),
-                ("retryable", "yes" if d.get("retryable") else "no"),
-                ("refused tool choice", forced if der.get("tool_choice_refused") else ""),
-            ),
-        )
-    if kind == RELIABILITY:
-        shown = [(k, d.get(k)) for k in ("attempt", "fromProvider", "toProvider", "primary",
-                                           "fallback", "errorKind", "recoveredVia", "state",
-                                           "providerName", "reason")]  # fmt: skip
-        return f"reliability: {text_of(d.get('type'))}", _pairs(*shown)
-    return kind, _pairs(*((k, v) for k, v in d.items() if not isinstance(v, dict | list)))
+    spec = KINDS.get(kind)
+    if spec is None:  # a kind no longer registered: its plain fields
+        return kind, details(*((k, v) for k, v in d.items() if not isinstance(v, dict | list)))
+    title, shown = spec.rendering.describe(d, der)
+    return title, [
+        (label, duration_ms(value.value) if isinstance(value, Millis) else value)
+        for label, value in shown
+    ]
 
 
 _FLAGS = (("is_swap", "swap"), ("is_fallback", "fallback"), ("is_error", "error"),

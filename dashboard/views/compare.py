@@ -24,68 +24,29 @@ from django.utils.safestring import mark_safe
 
 from dashboard.queries.run_list import run_row
 from dashboard.queries.run_records import load_records
-from dashboard.queries.timeline import names_of, text_of, turn_calls
 from dashboard.web.access import get_run_for_user
-from records.contract.rollup_keys import OUTCOME, PICK, PICK_ERROR, SELECTION, TURN, VERDICT
+from records.contract.kinds import KINDS
 from records.models import Record, Run
 
-KINDS = (PICK, PICK_ERROR, OUTCOME, SELECTION, VERDICT, TURN)
 COMPARE_RECORDS = 2000
-# Lanes in the order a decision makes them.
-LANES = ("ranked", "served", "chosen", "called", "model", "verdicts", "turns")
-LANE_LABELS = {
-    "ranked": "ranked",
-    "served": "served",
-    "chosen": "chosen",
-    "called": "called",
-    "model": "model selected",
-    "verdicts": "verdicts",
-    "turns": "turns",
-}
-
-
-def _ranked(values: Any) -> str:
-    if not isinstance(values, list):
-        return ""
-    return ", ".join(
-        f"{text_of(v.get('name'))} {v.get('score')}" if isinstance(v, dict) else text_of(v)
-        for v in values
-    )
+# Every lane a kind declares, in the order a decision makes them, and the kinds that fill one.
+_DECLARED = {
+    lane for spec in KINDS.values() if spec.rendering.lanes for lane, _ in
+    spec.rendering.lanes({}, {})
+}  # fmt: skip
+LANES = tuple(lane.name for lane in sorted(_DECLARED, key=lambda lane: lane.place))
+LANE_LABELS = {lane.name: lane.label for lane in _DECLARED}
+LANE_KINDS = tuple(name for name, spec in KINDS.items() if spec.rendering.lanes)
 
 
 def record_lanes(kind: str, data: dict, derived: dict) -> list[tuple[str, str]]:
-    """The (lane, text) pairs one record adds to its iteration."""
+    """The (lane, text) pairs one record adds to its iteration, as its kind's rendering says."""
+    spec = KINDS.get(kind)
+    if spec is None or spec.rendering.lanes is None:
+        return []
     d = data if isinstance(data, dict) else {}
     der = derived if isinstance(derived, dict) else {}
-    if kind == PICK:
-        chosen = d.get("chosen")
-        return [
-            ("ranked", _ranked(d.get("ranked"))),
-            ("served", names_of(d.get("served"))),
-            ("chosen", text_of(chosen) if chosen is not None else "(nothing offered)"),
-        ]
-    if kind == PICK_ERROR:
-        return [
-            ("ranked", f"pick error: {text_of(d.get('message'))}"),
-            ("served", names_of(d.get("served"))),
-        ]
-    if kind == OUTCOME:
-        return [("called", names_of(d.get("called")) or "(nothing)")]
-    if kind == SELECTION:
-        default, selected = text_of(d.get("default_model")), text_of(d.get("selected_model"))
-        text = selected if selected == default else f"{selected} (default {default})"
-        return [("model", f"{text}, {text_of(d.get('action'))}")]
-    if kind == VERDICT:
-        outcome = text_of(d.get("outcome"))
-        result = text_of(d.get("verdict")) if outcome == "ruled" else outcome
-        return [
-            ("verdicts", f"{text_of(d.get('toolName'))}: {result} on {text_of(d.get('model'))} "
-                         f"(rung {text_of(d.get('rung'))}{', re-ask' if d.get('reask') else ''})")
-        ]  # fmt: skip
-    if kind == TURN:
-        shown = turn_calls(der)
-        return [("turns", text_of(der.get("decision")) + (f": {shown}" if shown else ""))]
-    return []
+    return [(lane.name, text) for lane, text in spec.rendering.lanes(d, der)]
 
 
 def lanes(records: list[dict]) -> dict[int | None, dict[str, list[str]]]:
@@ -190,7 +151,7 @@ def align(a: list[dict], b: list[dict]) -> list[Step]:
 def _records(run: Run) -> list[dict]:
     return load_records(
         Record.objects.filter(
-            project_id=run.project_id, run_id=run.run_id, kind__in=KINDS
+            project_id=run.project_id, run_id=run.run_id, kind__in=LANE_KINDS
         ).order_by("ts", "id")[:COMPARE_RECORDS]
     )
 

@@ -36,7 +36,8 @@ from dashboard.web.params import DAMAGED_LINK, chart_context, chart_params
 from records.contract import fallback_causes, rollup_keys
 from records.contract.cursor import CursorError
 from records.contract.fallback_causes import MOVED_RUN
-from records.contract.rollup_keys import CLASSIFICATION, NOTICE, RELIABILITY, SELECTION, VERDICT
+from records.contract.kinds import KINDS as KINDS_BY_NAME
+from records.contract.rollup_keys import CLASSIFICATION, NOTICE, SELECTION, VERDICT
 from records.metrics.reader import Row
 from records.models import Record, Run
 
@@ -128,77 +129,24 @@ class Step:
         return CAUSES[self.cause]
 
 
-def _text(value: Any) -> str:
-    return "" if value is None else str(value)
-
-
-def _why_of_rung0(attempts: list[dict]) -> str:
-    """Why the seat gave no ruling: its first-attempt outcomes (parse error form, cause)."""
-    parts = []
-    for d in attempts:
-        outcome = _text(d.get("outcome"))
-        extra = d.get("form") or d.get("cause") or ""
-        parts.append(f"{outcome} ({extra})" if extra else outcome)
-    return "seat " + ", ".join(parts) if parts else "no rung-0 attempt recorded"
-
-
 def chain(records: list[dict]) -> list[Step]:
     """What was configured, what served and why, for each place a run moved to another model.
 
     `records` are one run's records in ts order (dashboard.queries.run_records.load_records).
-    A classification appears once, at its first rung-1 attempt (re-asks are not another walk).
+    Each kind with a chain role (records.contract.kinds) judges its own records: one role a kind
+    for the run, shown every record of its kind first, then asked where each moved the run.
     """
-    rung0: dict[str, list[dict]] = defaultdict(list)
+    roles = {name: spec.rendering.chain_role() for name, spec in KINDS_BY_NAME.items()
+             if spec.rendering.chain_role}  # fmt: skip
     for r in records:
-        d = r["data"]
-        if r["kind"] == VERDICT and d.get("rung") == 0 and not d.get("reask"):
-            rung0[_text(d.get("toolCallId"))].append(d)
-    walked: set[str] = set()
+        if r["kind"] in roles:
+            roles[r["kind"]].see(r["data"])
     steps: list[Step] = []
     for r in records:
-        d, kind = r["data"], r["kind"]
-        step = None
-        if kind == SELECTION and d.get("selected_model") != d.get("default_model"):
-            why = [f"action {d.get('action')}"] if d.get("action") else []
-            if d.get("previous_model"):
-                why.append(f"previous {d['previous_model']}")
-            if d.get("retry"):
-                why.append("retry")
-            if d.get("stop_reason"):
-                why.append(f"stop {d['stop_reason']}")
-            step = ("router", d.get("default_model"), d.get("selected_model"), ", ".join(why))
-        elif kind == VERDICT and d.get("rung") == 1 and not d.get("reask"):
-            call = _text(d.get("toolCallId"))
-            if call in walked:
-                continue
-            walked.add(call)
-            why = f"{d.get('toolName')}: " + _why_of_rung0(rung0.get(call, []))
-            step = ("ladder", d.get("seatModel") or "", d.get("model"), why)
-        elif kind == NOTICE and fallback_causes.is_fallback_notice(d.get("code")):
-            detail = d.get("detail") if isinstance(d.get("detail"), dict) else {}
-            cause = fallback_causes.NOTICE_CAUSES[d["code"]]
-            why = ", ".join(
-                _text(v) for v in (detail.get("cause"), d.get("message")) if v not in (None, "")
-            )
-            seat = f" (seat {detail['seat']})" if detail.get("seat") else ""
-            step = (cause, _text(detail.get("from")) + seat, detail.get("to"), why)
-        elif kind == RELIABILITY and d.get("type") == "fallback_triggered":
-            why = ", ".join(
-                f"{k} {d[k]}" for k in ("reason", "errorKind") if d.get(k) not in (None, "")
-            )
-            step = (
-                "reliability",
-                d.get("primary") or d.get("fromProvider"),
-                d.get("fallback") or d.get("toProvider"),
-                why,
-            )
-        if step:
-            cause, configured, served, why = step
-            steps.append(
-                Step(
-                    r["ts"], r["iteration"], cause, _text(configured), _text(served), why, r["id"]
-                )  # fmt: skip
-            )
+        move = roles[r["kind"]].move(r["data"]) if r["kind"] in roles else None
+        if move:
+            steps.append(Step(r["ts"], r["iteration"], move.cause, move.configured, move.served,
+                              move.why, r["id"]))  # fmt: skip
     return steps
 
 
