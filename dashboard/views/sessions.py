@@ -56,9 +56,12 @@ def _after(position: tuple[datetime, int]) -> Q:
     return Q(last_ts__lt=ts) | Q(last_ts=ts, id__lt=pk)
 
 
-def _before(position: tuple[datetime, int]) -> Q:
+def _up_to(position: tuple[datetime, int]) -> Q:
+    """Runs at or before `position` in newest-first order: the run a page link points at was
+    read by the page before it (the newest run of its last session, or the last run it walked),
+    so that run's session was on that page or an earlier one."""
     ts, pk = position
-    return Q(last_ts__gt=ts) | Q(last_ts=ts, id__gt=pk)
+    return Q(last_ts__gt=ts) | Q(last_ts=ts, id__gte=pk)
 
 
 def page_of_sessions(
@@ -99,13 +102,13 @@ def page_of_sessions(
                 seen.add(session_id)
                 fresh.append((session_id, ts, pk))
         while fresh and len(found) <= size:
-            # As many as the page still wants: a session with a run before this page's start
-            # was on an earlier page (one probe per session; most sessions are new).
+            # As many as the page still wants: a session with a run at or before this page's
+            # start was on an earlier page (one probe per session; most sessions are new).
             chunk, fresh = fresh[: size + 1 - len(found)], fresh[size + 1 - len(found) :]
             if start is not None:
                 earlier = {
                     s for s, _ in _per_session(
-                        runs.filter(_before(start)), [f[0] for f in chunk], n=Count("id")
+                        runs.filter(_up_to(start)), [f[0] for f in chunk], n=Count("id")
                     )
                 }  # fmt: skip
                 chunk = [f for f in chunk if f[0] not in earlier]
@@ -302,7 +305,7 @@ def sessions_list(request: HttpRequest) -> HttpResponse:
     next_cursor = None
     if error is None:
         try:
-            ids, next_cursor = page_of_sessions(runs, request.GET.get("after"), **bounds)
+            ids, next_cursor = page_of_sessions(runs, request.GET.get("after"), PAGE_SIZE, **bounds)
         except CursorError:
             error = DAMAGED_LINK
     counters = session_counters(project.pk, ids)
