@@ -211,19 +211,22 @@ def test_it_says_not_estimated_rather_than_zero(alice, alice_page):
 
 
 def test_it_estimates_a_definitions_tokens_only_when_the_calls_show_it():
-    from dashboard.queries.tool_definition_cost import MIN_CALLS, estimate
+    from dashboard.queries.tool_definition_cost import MIN_CALLS, Moments, estimate
 
     exact = [(t, m, 1000 + 250 * t + 100 * m) for t, m in zip([2, 4] * 15, range(30), strict=True)]
-    assert round(estimate("p", "m", exact, 1.0).tokens) == 250
+    assert round(estimate("p", "m", Moments.of(exact), 1.0).tokens) == 250
     # The same number of tools on every call: nothing to tell a definition's tokens by.
     same = [(3, m, 1000 + 100 * m) for m in range(30)]
-    assert estimate("p", "m", same, 1.0).reason == "every call carried the same number of tools"
+    assert (
+        estimate("p", "m", Moments.of(same), 1.0).reason
+        == "every call carried the same number of tools"
+    )
     # Prompt tokens that do not follow the tools served.
     flat = [(t, None, 5000 + (37 * i) % 400) for i, t in enumerate([2, 4, 3] * 10)]
-    assert not estimate("p", "m", flat, 1.0).estimated
+    assert not estimate("p", "m", Moments.of(flat), 1.0).estimated
     few = exact[: MIN_CALLS - 1]
     assert (
-        estimate("p", "m", few, 1.0).reason
+        estimate("p", "m", Moments.of(few), 1.0).reason
         == f"{MIN_CALLS - 1} calls report toolsCount, under {MIN_CALLS}"
     )
 

@@ -12,29 +12,28 @@ estimated", never zero. It is priced at the model's input price (records.contrac
 project's override, else genai-prices), the uncached rate: cached definitions cost less, so a
 saving is an upper bound for a model that caches them.
 
-One read, bounded: the latest SAMPLE model calls of the period that report toolsCount (index
-record_ts), however many records the period holds. The what-if itself reads rollups
-(dashboard.queries.tool_queries).
+Read from rollups only, over every call of the period: the catch-up keeps the calls that report
+toolsCount as TOOL_DEFINITIONS rows (records.contract.rollup_keys), per hour and day, keyed by
+provider, toolsCount and messagesCount, with the count of calls, the sum of their prompt tokens
+and of its squares. Those are the fit's sufficient statistics (`Moments`): the slope is the one
+the calls themselves give, exactly, whatever the number of calls.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from fractions import Fraction
 
-from django.db.models import BigIntegerField
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
-from django.db.models.functions import Cast
-
+from records.contract import rollup_keys
 from records.contract.cost import UNKNOWN, Usage, price
-from records.contract.rollup_keys import MODEL_CALL
-from records.models import Record
+from records.contract.rollup_keys import TOOL_DEFINITIONS
+from records.metrics import reader
 from records.store.pricing import project_overrides
 
-SAMPLE = 1000  # model calls read at most
 MIN_CALLS = 20  # calls of a model below which it is not estimated
 MILLION = 1_000_000
 
@@ -63,102 +62,137 @@ class DefinitionCost:
         return self.tokens * self.nano_per_token * 1000
 
 
-def slope(points: Sequence[tuple[float, ...]]) -> tuple[float, float] | None:
-    """Least squares of y on x (and z when given): (x's coefficient, its standard error), or
-    None when the regressors do not vary enough to tell. `points` are (x, y) or (x, z, y)."""
-    n = len(points)
-    k = len(points[0]) if points else 0
+@dataclass
+class Moments:
+    """The sums least squares of prompt tokens (y) on toolsCount (x), and messagesCount (z)
+    beside it, needs: over every call (n), and over the calls that report messagesCount (nz).
+    Integers but `syy` (the squares only weigh the error), so the slope is exact."""
+
+    n: int = 0
+    sx: int = 0
+    sxx: int = 0
+    sy: int = 0
+    sxy: int = 0
+    syy: float = 0.0
+    nz: int = 0
+    sz: int = 0
+    szz: int = 0
+    sxz: int = 0
+    szy: int = 0
+
+    def add(self, tools: int, messages: int | None, calls: int, prompt: int, squares: float):
+        """`calls` calls that carried `tools` definitions and `messages` messages (None: not
+        reported), their prompt tokens summing to `prompt` and their squares to `squares`."""
+        self.n += calls
+        self.sx += tools * calls
+        self.sxx += tools * tools * calls
+        self.sy += prompt
+        self.sxy += tools * prompt
+        self.syy += squares
+        if messages is not None:
+            self.nz += calls
+            self.sz += messages * calls
+            self.szz += messages * messages * calls
+            self.sxz += tools * messages * calls
+            self.szy += messages * prompt
+
+    @classmethod
+    def of(cls, calls: Iterable[tuple[int, int | None, int]]) -> Moments:
+        """The moments of calls [(tools, messages or None, prompt tokens)]."""
+        out = cls()
+        for tools, messages, prompt in calls:
+            out.add(tools, messages, 1, prompt, float(prompt * prompt))
+        return out
+
+
+def slope(m: Moments, with_messages: bool) -> tuple[float, float] | None:
+    """Least squares of y on x (and z, `with_messages`): (x's coefficient, its standard error),
+    or None when the regressors do not vary enough to tell."""
+    n = m.n
+    k = 3 if with_messages else 2
     if n <= k:
         return None
-    columns = [[p[i] for p in points] for i in range(k - 1)]
-    ys = [p[-1] for p in points]
-    means = [sum(c) / n for c in columns]
-    y_mean = sum(ys) / n
-    xs = [[v - m for v in c] for c, m in zip(columns, means, strict=True)]
-    yc = [y - y_mean for y in ys]
-    # The normal equations of the centred data, one or two regressors.
-    s = [[sum(a * b for a, b in zip(xi, xj, strict=True)) for xj in xs] for xi in xs]
-    t = [sum(a * b for a, b in zip(xi, yc, strict=True)) for xi in xs]
-    if len(xs) == 1:
-        if s[0][0] <= 0:
+
+    def centred(sab, sa, sb) -> Fraction:  # the centred cross product, exactly
+        return Fraction(sab) - Fraction(sa) * Fraction(sb) / n
+
+    cxx, cxy = centred(m.sxx, m.sx, m.sx), centred(m.sxy, m.sx, m.sy)
+    cyy = centred(Fraction(m.syy), m.sy, m.sy)
+    if not with_messages:
+        if cxx <= 0:
             return None
-        inverse = [[1 / s[0][0]]]
-    else:
-        det = s[0][0] * s[1][1] - s[0][1] * s[1][0]
-        if det <= 1e-9 * s[0][0] * s[1][1] or s[0][0] <= 0:
-            return None
-        inverse = [[s[1][1] / det, -s[0][1] / det], [-s[1][0] / det, s[0][0] / det]]
-    beta = [sum(inverse[i][j] * t[j] for j in range(len(t))) for i in range(len(t))]
-    residual = sum(
-        (y - sum(b * x[i] for b, x in zip(beta, xs, strict=True))) ** 2 for i, y in enumerate(yc)
+        beta = cxy / cxx
+        residual = cyy - beta * cxy
+        return float(beta), math.sqrt(max(float(residual) / (n - k) / float(cxx), 0.0))
+    czz, cxz, czy = (
+        centred(m.szz, m.sz, m.sz),
+        centred(m.sxz, m.sx, m.sz),
+        centred(m.szy, m.sz, m.sy),
     )
-    variance = residual / (n - k)
-    return beta[0], math.sqrt(max(variance * inverse[0][0], 0.0))
+    det = cxx * czz - cxz * cxz
+    if cxx <= 0 or det <= Fraction(1, 10**9) * cxx * czz:
+        return None
+    beta = (czz * cxy - cxz * czy) / det
+    gamma = (cxx * czy - cxz * cxy) / det
+    residual = cyy - beta * cxy - gamma * czy
+    variance = float(residual) / (n - k)
+    return float(beta), math.sqrt(max(variance * float(czz / det), 0.0))
 
 
-def estimate(provider: str, model: str, calls: list[tuple], nano_per_token: float | None):
-    """A DefinitionCost from a model's calls [(tools, messages or None, prompt tokens)]."""
-    if len(calls) < MIN_CALLS:
-        reason = f"{len(calls)} calls report toolsCount, under {MIN_CALLS}"
-        return DefinitionCost(provider, model, len(calls), reason=reason)
-    if all(m is not None for _, m, _ in calls):
-        fit = slope([(t, m, y) for t, m, y in calls]) or slope([(t, y) for t, _, y in calls])
-    else:
-        fit = slope([(t, y) for t, _, y in calls])
+def estimate(provider: str, model: str, calls: Moments, nano_per_token: float | None):
+    """A DefinitionCost from the moments of a model's calls."""
+    n = calls.n
+    if n < MIN_CALLS:
+        return DefinitionCost(provider, model, n,
+                              reason=f"{n} calls report toolsCount, under {MIN_CALLS}")  # fmt: skip
+    fit = None
+    if calls.nz == n:
+        fit = slope(calls, with_messages=True)
+    fit = fit or slope(calls, with_messages=False)
     if fit is None:
-        return DefinitionCost(provider, model, len(calls),
+        return DefinitionCost(provider, model, n,
                               reason="every call carried the same number of tools")  # fmt: skip
     tokens, error = fit
     if tokens <= 2 * error:
         return DefinitionCost(
-            provider, model, len(calls),
-            reason="prompt tokens do not rise measurably with the tools served",
-        )  # fmt: skip
+            provider, model, n, reason="prompt tokens do not rise measurably with the tools served"
+        )
     if nano_per_token is None:
-        return DefinitionCost(provider, model, len(calls), tokens, reason="no known input price")
-    return DefinitionCost(provider, model, len(calls), tokens, nano_per_token)
+        return DefinitionCost(provider, model, n, tokens, reason="no known input price")
+    return DefinitionCost(provider, model, n, tokens, nano_per_token)
+
+
+def call_moments(
+    project_id: int, grain: str, start: datetime, end: datetime, agents: list[str]
+) -> dict[tuple[str, str], Moments]:
+    """{(provider, model): Moments} of the model calls in [start, end) of `agents` (all when
+    empty) that report toolsCount: one read of the TOOL_DEFINITIONS rows of `grain`, summed by
+    the database over buckets and agents."""
+    rows = reader.read(project_id, grain, start, end, kinds=(TOOL_DEFINITIONS,), agents=agents,
+                       keep=("model", "key"), latency_sums=True)  # fmt: skip
+    out: dict[tuple[str, str], Moments] = defaultdict(Moments)
+    for r in rows:
+        key = rollup_keys.decode(TOOL_DEFINITIONS, r.key)
+        messages = int(key["messages"]) if key["messages"] else None
+        out[(key["provider"], r.model)].add(
+            int(key["tools"]), messages, r.count, r.tokens_in, r.latency_sum
+        )
+    return out
 
 
 def definition_costs(
-    project_id: int, start: datetime, end: datetime, agents: list[str]
+    project_id: int, grain: str, start: datetime, end: datetime, agents: list[str]
 ) -> list[DefinitionCost]:
-    """Per main model of the latest SAMPLE model calls in [start, end) that report
-    toolsCount, the cost of one tool definition: most calls first."""
-    usage = KeyTransform("usage", "data")
-
-    def count(name, of="data"):
-        return Cast(KeyTextTransform(name, of), BigIntegerField())
-
-    calls = Record.objects.filter(
-        project_id=project_id, kind=MODEL_CALL, ts__gte=start, ts__lt=end,
-        data__toolsCount__isnull=False,
-    )  # fmt: skip
-    if agents:
-        calls = calls.filter(agent__in=agents)
-    rows = (
-        calls.order_by("-ts")
-        .annotate(
-            provider_text=KeyTextTransform("provider", "data"),
-            tools=count("toolsCount"),
-            messages=count("messagesCount"),
-            cache_read=count("cacheRead", usage),
-            cache_write=count("cacheWrite", usage),
-        )
-        .values_list(
-            "provider_text", "model", "tools", "messages", "tokens_in", "cache_read", "cache_write"
-        )[:SAMPLE]  # fmt: skip
-    )
-    by_model: dict[tuple[str, str], list[tuple]] = defaultdict(list)
-    for provider, model, tools, messages, t_in, c_read, c_write in rows:
-        prompt = (t_in or 0) + (c_read or 0) + (c_write or 0)
-        by_model[(provider or "", model or "")].append((tools, messages, prompt))
+    """Per main model of the model calls in [start, end) that report toolsCount, the cost of one
+    tool definition: most calls first."""
+    by_model = call_moments(project_id, grain, start, end, agents)
     overrides = project_overrides(project_id) if by_model else []
     out = []
-    for (provider, model), model_calls in by_model.items():
+    for (provider, model), moments in by_model.items():
         # The input price at the end of the range: one price for the whole what-if.
         cost = price(Usage(model or None, provider or None, input=MILLION), end, overrides)
         per_token = None if cost.source == UNKNOWN or cost.nano is None else cost.nano / MILLION
-        out.append(estimate(provider, model, model_calls, per_token))
+        out.append(estimate(provider, model, moments, per_token))
     return sorted(out, key=lambda d: (-d.calls, d.provider, d.model))
 
 
@@ -177,8 +211,8 @@ def savings(
     decisions: int, points: Sequence[tuple[int, float, float]], costs: Sequence[DefinitionCost]
 ) -> tuple[list[Saving], float]:
     """Per top-N of the what-if (points: N, miss rate, mean definitions served), the saving
-    against the full set, priced as the period's sampled calls split across the estimated
-    models; and the share of sampled calls whose model is estimated (0: none, not estimated)."""
+    against the full set, priced as the period's calls split across the estimated
+    models; and the share of those calls whose model is estimated (0: none, not estimated)."""
     if not points:
         return [], 0.0
     full = points[-1][2]

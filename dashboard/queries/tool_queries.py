@@ -211,12 +211,12 @@ def selection_page(project_id: int, now: datetime, period_name: str, agents: lis
 def narrowing_page(project_id: int, now: datetime, period_name: str, agents: list[str]) -> dict:
     """The narrowing what-if over the period: overall, per classifier model and per agent, and
     what each top-N saves against the full set (dashboard.queries.tool_definition_cost). Two
-    queries, and the project's price overrides when a model call was sampled."""
+    reads of rollups, and the project's price overrides when a model call reports toolsCount."""
     period, grain, start, end = _hourly_range(now, period_name)
     rows = reader.read(project_id, grain, start, end, kinds=(NARROWING,),
                        agents=agents, keep=("kind", "agent", "model", "key"))  # fmt: skip
     overall = tool_stats.whatif(rows)
-    costs = definition_costs(project_id, start, end, agents) if overall.points else []
+    costs = definition_costs(project_id, grain, start, end, agents) if overall.points else []
     saved, priced_share = savings(overall.decisions, overall.points, costs)
     return {
         "period": period,

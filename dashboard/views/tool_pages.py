@@ -15,7 +15,6 @@ from dashboard.charts import tool_charts
 from dashboard.charts.category_charts import bars
 from dashboard.charts.plotting import over_period
 from dashboard.queries import tool_queries
-from dashboard.queries.tool_definition_cost import SAMPLE
 from dashboard.web.access import get_project_for_user
 from dashboard.web.params import chart_context, chart_params
 from dashboard.web.timerange import LIVE_SECONDS, in_progress
@@ -154,7 +153,6 @@ def narrowing(request: HttpRequest) -> HttpResponse:
         else None,
         "by_model": by_model,
         "by_agent": by_agent,
-        "sample": SAMPLE,
         "price_snapshot": snapshot_label(),
         "whatif_rows": [
             {"n": n, "miss": miss, "served": served, "saved": saved}

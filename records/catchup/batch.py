@@ -16,11 +16,13 @@ from records.contract.buckets import BUCKET_MEMO, bucket_of, minute_of, truncate
 from records.contract.derive import NOTICE_REPEATED, ONCE_PER_RUN_NOTICES
 from records.contract.rollup_keys import (
     CLASSIFICATION,
+    MODEL_CALL,
     NOTICE,
     OUTCOME,
     PICK,
     PICK_LATENCY,
     PICKS,
+    TOOL_DEFINITIONS,
     TURN,
     VERDICT,
     VIOLATION,
@@ -44,21 +46,31 @@ FLAGS = ("swap", "fallback", "error", "contract_break", "violation")
 
 # Read from the JSON only where present: a verdict's toolCallId (its classification), the violation
 # codes of a flagged record, and for records.catchup.tool_funnel the iteration and JSON of picks and
-# outcomes (their data) and turns (their derived fields).
+# outcomes (their data) and turns (their derived fields); for a model call that reports toolsCount,
+# "toolsCount,messagesCount,cacheRead,cacheWrite" (empty where absent: its TOOL_DEFINITIONS row).
 JSON_FIELDS = {
     "postgresql": (
         f"CASE WHEN kind = '{VERDICT}' THEN data->>'toolCallId' END",
         "CASE WHEN has_violation THEN derived->'violations' END",
         "iteration",
         f"CASE WHEN kind = '{TURN}' THEN derived::text "
-        f"WHEN kind IN ('{PICK}', '{OUTCOME}') THEN data::text END",
+        f"WHEN kind IN ('{PICK}', '{OUTCOME}') THEN data::text "
+        f"WHEN kind = '{MODEL_CALL}' AND data->>'toolsCount' IS NOT NULL THEN concat_ws(',', "
+        "data->>'toolsCount', coalesce(data->>'messagesCount', ''), "
+        "coalesce(data->'usage'->>'cacheRead', ''), coalesce(data->'usage'->>'cacheWrite', '')) "
+        "END",
     ),
     "sqlite": (
         f"CASE WHEN kind = '{VERDICT}' THEN json_extract(data, '$.toolCallId') END",
         "CASE WHEN has_violation THEN json_extract(derived, '$.violations') END",
         "iteration",
         f"CASE WHEN kind = '{TURN}' THEN derived "
-        f"WHEN kind IN ('{PICK}', '{OUTCOME}') THEN data END",
+        f"WHEN kind IN ('{PICK}', '{OUTCOME}') THEN data "
+        f"WHEN kind = '{MODEL_CALL}' AND json_extract(data, '$.toolsCount') IS NOT NULL THEN "
+        "json_extract(data, '$.toolsCount') || ',' || "
+        "coalesce(json_extract(data, '$.messagesCount'), '') || ',' || "
+        "coalesce(json_extract(data, '$.usage.cacheRead'), '') || ',' || "
+        "coalesce(json_extract(data, '$.usage.cacheWrite'), '') END",
     ),
 }
 
@@ -109,6 +121,8 @@ class Batch:
         # the picks' TOOL rows (records.catchup.tool_funnel)
         self.tool_tallies: dict[tuple, dict] = {}
         self.tool_sides: dict[tuple, list] = defaultdict(lambda: [None, None])
+        # TOOL_DEFINITIONS: the hourly cells of the model calls that report toolsCount
+        self.definition_hourly: dict[tuple, Cell] = defaultdict(Cell)
         # (project, run_id) of the runs that earlier passes folded records of: only those can
         # have stored state to read (runs_folded_before)
         self.runs_folded_before: set[tuple[int, str]] = set()
@@ -176,12 +190,31 @@ class Batch:
                 self.attempts[(project, run_id, tool_call_id)].append(
                     (fields["attempt"], ts, record_key, fields["seat"], agent or "")
                 )
+        elif kind == MODEL_CALL:
+            if body:
+                self.add_definition_call(project, minute, agent, model, key, t_in, body)
         elif kind == NOTICE:
             code = (_DECODED.get((NOTICE, key)) or _decoded(NOTICE, key))["code"]
             if code in ONCE_PER_RUN_NOTICES:
                 self.once_notices[(project, run_id, code)].append(
                     (record_id, minute, agent or "", model or "")
                 )
+
+    def add_definition_call(self, project, minute, agent, model, key, t_in, body: str) -> None:
+        """A model call that reports toolsCount into its hour's TOOL_DEFINITIONS cell: one call,
+        its prompt tokens (input, cached read and written) and their square. `key` is the call's
+        MODEL_CALL key, its provider escaped as TOOL_DEFINITIONS' first field; the counts are
+        digits (or "")."""
+        tools, messages, cache_read, cache_write = body.split(",")
+        prompt = (t_in or 0) + int(cache_read or 0) + int(cache_write or 0)
+        hour = minute.replace(minute=0)
+        cell = self.definition_hourly[
+            (project, hour, TOOL_DEFINITIONS, agent or "", model or "", f"{key}|{tools}|{messages}")
+        ]
+        cell.count += 1
+        cell.tokens_in += prompt
+        # A float: the squares only weigh the estimate's error (its slope is the integer sums').
+        cell.latency_sum += float(prompt * prompt)
 
     def add_violations(self, project, minute, kind, agent, model, codes) -> None:
         """One VIOLATION row per code, and one with code "" per violating record."""

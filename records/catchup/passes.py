@@ -213,6 +213,8 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
             merge_rollups(batch)
             if hourly is not None:
                 merge_rollups(hourly)
+            if batch.definition_hourly:  # the model calls' TOOL_DEFINITIONS rows, hours and days
+                merge_rollups(tool_funnel.HourlyCells(batch.definition_hourly))
             merge_streaks(batch, last_id)
             merge_runs(batch)  # last: holds the run rows' locks for the shortest time
         # Freed while the collector is still paused: back on, its first collection would

@@ -16,7 +16,12 @@ are not records and never count as records:
 - the tool kinds of records.catchup.tool_funnel (TOOL, TOOL_CALL, TOOL_LINK, SELECTION_LINK,
   NARROWING): per tool, what picks offered, ranked, served and narrowed out, what turns called, and
   what each pick's iteration then called (see records.catchup.tool_funnel for their exact
-  definitions).
+  definitions);
+- `TOOL_DEFINITIONS`: the model calls that report `toolsCount`, per hour and day, under the call's
+  agent and model, keyed by provider, toolsCount and messagesCount ("" when not reported): `count`
+  the calls, `tokens_in` the sum of their prompt tokens (input, cached read and written) and
+  `latency_sum` the sum of those tokens' squares. Enough to fit prompt tokens on the tools served,
+  exactly, without a record (dashboard.queries.tool_definition_cost).
 """
 
 from __future__ import annotations
@@ -61,7 +66,9 @@ PICK_LATENCY = "derived.pick_latency"
 # are these counts summed, not a count over the runs table. A run whose last record moves to a
 # later bucket (a late record) is taken back from the old one (records.catchup.upserts.merge_runs).
 RUN_LAST = "derived.run_last"
-DERIVED_KINDS = (CLASSIFICATION, VIOLATION, PICK_LATENCY, RUN_LAST, *TOOL_KINDS)
+# The model calls' prompt tokens by the tool definitions they carried (hour and day rows only).
+TOOL_DEFINITIONS = "derived.tool_definitions"
+DERIVED_KINDS = (CLASSIFICATION, VIOLATION, PICK_LATENCY, RUN_LAST, TOOL_DEFINITIONS, *TOOL_KINDS)
 # Derived kinds whose cells a pass can take counts back from (a cell left at zero is deleted).
 RETRACTING_KINDS = frozenset({CLASSIFICATION, TOOL_LINK, SELECTION_LINK, NARROWING, RUN_LAST})
 
@@ -90,6 +97,7 @@ KEY_FIELDS: dict[str, tuple[str, ...]] = {
     TOOL_LINK: ("tool", "stage"),  # records.catchup.tool_funnel.LINK_STAGES
     SELECTION_LINK: ("agreement", "chosen_called", "bin"),  # bin: "0".."9" of confidence
     NARROWING: ("offered", "side", "n"),  # side: need | ranked; sizes as decimal text
+    TOOL_DEFINITIONS: ("provider", "tools", "messages"),  # counts as decimal text
 }
 
 _SEP = "|"
