@@ -10,9 +10,11 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import genai_prices
 import pytest
-from decisionboard_client import Decisionboard
+from decisionboard_client import Decisionboard, call_usage
 
+from records.contract.cost import NANO_PER_USD
 from records.models import ApiKey, Project, Record
 from tests.factories import DATA, KINDS
 from tests.live import web_server
@@ -103,6 +105,140 @@ def test_a_full_queue_drops_the_oldest_and_counts_them(tmp_path, key):
         assert db.flush(timeout=60)
     db.close()
     assert sorted(stored_ids()) == sorted(ids[15:])  # the newest ten
+
+
+# Responses as each provider's API returns them (usage with cached and reasoning or cache-write
+# tokens), the genai-prices id of the provider and the API flavour its usage extractor reads.
+RESPONSES = {
+    "openai chat completions": (
+        "openai",
+        "chat",
+        {
+            "model": "gpt-4o-2024-08-06",
+            "usage": {
+                "prompt_tokens": 2006,
+                "completion_tokens": 300,
+                "total_tokens": 2306,
+                "prompt_tokens_details": {"cached_tokens": 1920, "audio_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": 192, "audio_tokens": 0},
+            },
+        },
+    ),
+    "openai responses": (
+        "openai",
+        "responses",
+        {
+            "model": "gpt-5",
+            "usage": {
+                "input_tokens": 9000,
+                "input_tokens_details": {"cached_tokens": 8192, "cache_write_tokens": 0},
+                "output_tokens": 1200,
+                "output_tokens_details": {"reasoning_tokens": 1024},
+                "total_tokens": 10200,
+            },
+        },
+    ),
+    "anthropic": (
+        "anthropic",
+        "default",
+        {
+            "model": "claude-sonnet-4-5",
+            "usage": {
+                "input_tokens": 50,
+                "output_tokens": 300,
+                "cache_creation_input_tokens": 1200,
+                "cache_read_input_tokens": 4000,
+            },
+        },
+    ),
+    "gemini": (
+        "google",
+        "default",
+        {
+            "modelVersion": "gemini-2.5-flash",
+            "usageMetadata": {
+                "promptTokenCount": 5000,
+                "cachedContentTokenCount": 4000,
+                "candidatesTokenCount": 300,
+                "thoughtsTokenCount": 200,
+                "totalTokenCount": 5500,
+            },
+        },
+    ),
+}
+
+
+def test_it_turns_each_providers_usage_into_disjoint_counts():
+    from openai.types import CompletionUsage  # the SDK's own object, read by attribute
+
+    sdk = CompletionUsage.model_validate(RESPONSES["openai chat completions"][2]["usage"])
+    expected = {"input": 86, "output": 108, "cacheRead": 1920, "thinking": 192}
+    assert call_usage(sdk) == expected
+    assert call_usage(RESPONSES["openai chat completions"][2]["usage"]) == expected
+    assert call_usage(RESPONSES["openai responses"][2]["usage"]) == {
+        "input": 808,
+        "output": 176,
+        "cacheRead": 8192,
+        "thinking": 1024,
+    }
+    assert call_usage(RESPONSES["anthropic"][2]["usage"]) == {
+        "input": 50,
+        "output": 300,
+        "cacheRead": 4000,
+        "cacheWrite": 1200,
+    }
+    assert call_usage(RESPONSES["gemini"][2]) == {
+        "input": 1000,
+        "output": 300,
+        "cacheRead": 4000,
+        "thinking": 200,
+    }
+    langchain = {
+        "input_tokens": 5250,
+        "output_tokens": 300,
+        "input_token_details": {"cache_read": 4000, "cache_creation": 1200},
+        "output_token_details": {"reasoning": 100},
+    }
+    assert call_usage(langchain) == {
+        "input": 50,
+        "output": 200,
+        "cacheRead": 4000,
+        "cacheWrite": 1200,
+        "thinking": 100,
+    }
+    assert call_usage({"input": 5, "output": 1}) == {"input": 5, "output": 1}
+    assert call_usage({"tokens": 5}) is None
+
+
+def test_a_providers_usage_is_counted_once_and_priced_as_genai_prices_does(base, key):
+    with Decisionboard(base, key) as db:
+        for name, (_, _, response) in RESPONSES.items():
+            model = response.get("model") or response["modelVersion"]
+            usage = response.get("usage") or response["usageMetadata"]
+            db.model_call(
+                run_id=name,
+                iteration=0,
+                provider=RESPONSES[name][0],
+                model=model,
+                usage=usage,
+                stopReason="endTurn",
+                durationMs=900.0,
+            )
+        assert db.flush(timeout=30)
+        assert db.stats()["rejected"] == 0
+    stored = {r.run_id: r for r in Record.objects.filter(kind="model_call")}
+    assert stored["openai chat completions"].data["usage"] == {
+        "input": 86,
+        "output": 108,
+        "cacheRead": 1920,
+        "thinking": 192,
+    }
+    for name, (provider, flavour, response) in RESPONSES.items():
+        # genai-prices reads the provider's own usage: the oracle of what the call cost.
+        extracted = genai_prices.extract_usage(response, provider_id=provider, api_flavor=flavour)
+        want = extracted.calc_price(genai_request_timestamp=stored[name].ts).total_price
+        assert stored[name].cost_source == "genai-prices", name
+        assert abs(stored[name].cost_nano - want * NANO_PER_USD) <= 1, name
 
 
 class _Scripted(BaseHTTPRequestHandler):

@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, TypedDict
 
+from decisionboard_client.provider_usage import CallUsage, call_usage
+
 SkipReason = Literal["unavailable", "too-few", "after-miss", "wrap-up"]
 
 
@@ -33,14 +35,6 @@ class PickUsage(TypedDict, total=False):
 class ToolCall(TypedDict, total=False):
     name: str
     arguments: Any
-
-
-class CallUsage(TypedDict, total=False):
-    input: int
-    output: int
-    cacheRead: int
-    cacheWrite: int
-    thinking: int
 
 
 class ToolChoice(TypedDict, total=False):
@@ -472,7 +466,7 @@ class KindMethods:
         iteration: int,
         provider: str,
         model: str,
-        usage: CallUsage,
+        usage: CallUsage | Any,
         stopReason: str,
         durationMs: float,
         toolsCount: int | None = None,
@@ -484,13 +478,17 @@ class KindMethods:
         parent_run_id: str | None = None,
         extra: Mapping[str, Any] | None = None,
     ) -> str | None:
-        """One model call."""
+        """One model call. `usage` is a `CallUsage`, or the provider's usage as it came (OpenAI,
+        Anthropic, Gemini or LangChain; a dict or an SDK object), which `call_usage` turns into
+        one so that cached and reasoning tokens are counted once. A usage of a shape it does
+        not know is sent as it is, for the server to accept or reject."""
+        converted = call_usage(usage)
         data = _data(
             dict(
                 iteration=iteration,
                 provider=provider,
                 model=model,
-                usage=usage,
+                usage=converted if converted is not None else usage,
                 stopReason=stopReason,
                 durationMs=durationMs,
                 toolsCount=toolsCount,
