@@ -3,7 +3,8 @@ script, so that the real `openai` client (and what instruments it) runs end to e
 
 Each answer of the script is one dict, served in order: `status` (200 by default), `model` (the
 response's model; the request's when absent), `tool_calls` [(name, arguments JSON)], `content`.
-A status other than 200 answers an OpenAI-style error body.
+A status other than 200 answers an OpenAI-style error body. A model named in `down` is
+unavailable: every request for it is answered 503, without taking an answer of the script.
 """
 
 from __future__ import annotations
@@ -17,14 +18,17 @@ from typing import Any
 
 
 class Script:
-    def __init__(self, answers: list[dict[str, Any]]):
+    def __init__(self, answers: list[dict[str, Any]], *, down: tuple[str, ...] = ()):
         self.answers = list(answers)
+        self.down = frozenset(down)
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
 
     def next(self, request: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
             self.requests.append(request)
+            if request.get("model") in self.down:
+                return {"status": 503, "content": f"{request.get('model')} is overloaded"}
             if not self.answers:
                 return {"status": 500, "content": "the script has no more answers"}
             return self.answers.pop(0)

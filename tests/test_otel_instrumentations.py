@@ -119,9 +119,11 @@ def assert_the_operator_sees_the_run(base, alice, pages, run_id: str, *, offered
     run = read(base, key, f"/api/v1/runs/{run_id}")
     assert (run["agent"], run["session_id"]) == ("support", "sess-42")
     calls = read(base, key, "/api/v1/records", run_id=run_id, kind="model_call")["results"]
-    assert sorted(c["data"]["iteration"] for c in calls) == [0, 1, 3]
+    # The call to claude-sonnet-4-5 answers the step the 503 left: the same iteration.
+    assert sorted(c["data"]["iteration"] for c in calls) == [0, 1, 2]
     (error,) = read(base, key, "/api/v1/records", run_id=run_id, kind="provider.error")["results"]
     assert (error["data"]["model"], error["data"]["status"]) == ("gpt-4o-mini", 503)
+    assert error["data"]["otel"]["iteration"] == 2
     selections = read(base, key, "/api/v1/records", run_id=run_id, kind="model_selection")
     swapped = {
         (s["data"]["default_model"], s["data"]["selected_model"])
@@ -183,19 +185,20 @@ def test_an_openinference_instrumented_client_lands_its_decisions(base, alice, a
     assert_the_operator_sees_the_run(base, alice, alice_pages, run_id, offered=True)
 
 
-def run_under_an_agent_span(base: str, key: str, instrumentor) -> str:
+def run_under_an_agent_span(base: str, key: str, instrumentor, script=None, agent=None) -> str:
     """Drive the client, instrumented by `instrumentor`, inside an invoke_agent span that names
-    the agent and the session, export it all, and return the run id (the trace's id)."""
+    the agent and the session, export it all, and return the run id (the trace's id).
+    `agent` drives the client (`drive` by default) against the stub serving `script`."""
     provider = provider_to(base, key)
     instrumentor.instrument(tracer_provider=provider)
     try:
-        with openai_stub(Script(SCRIPT)) as url:
+        with openai_stub(script or Script(SCRIPT)) as url:
             client = openai.OpenAI(base_url=url, api_key="sk-test", max_retries=0)
             tracer = provider.get_tracer("support-agent")
             attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support",
                           "gen_ai.conversation.id": "sess-42"}  # fmt: skip
             with tracer.start_as_current_span("invoke_agent support", attributes=attributes) as a:
-                drive(client)
+                (agent or drive)(client)
             assert provider.force_flush(30_000)
     finally:
         instrumentor.uninstrument()
@@ -229,6 +232,63 @@ def test_an_openllmetry_instrumented_client_lands_its_decisions(base, alice, ali
     assert decided[0]["offered"] == ["get_weather", "search_docs"]
     assert [c["name"] for c in decided[0]["toolCalls"]] == ["get_weather", "book_flight"]
     assert decided[1]["toolCalls"] == []
+
+
+def falls_back_when_its_model_is_down(client) -> None:
+    """An agent of two steps that moves to its fallback model when its own answers 503, and
+    stays there: the calls fail on gpt-4o-mini, answer on claude-sonnet-4-5, answer again."""
+    models = ["gpt-4o-mini", "claude-sonnet-4-5"]
+    for _step in range(2):
+        while True:
+            try:
+                client.chat.completions.create(model=models[0], messages=MESSAGES)
+                break
+            except openai.InternalServerError:
+                models.pop(0)
+
+
+def instrumentor_of(name: str, request):
+    if name == "openinference":
+        from openinference.instrumentation.openai import OpenAIInstrumentor
+    elif name == "official genai":
+        request.getfixturevalue("latest_genai_conventions")
+        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+    else:
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+    return OpenAIInstrumentor()
+
+
+@pytest.mark.parametrize("instrumentation", ["openinference", "official genai", "openllmetry"])
+def test_a_fallback_after_a_503_answers_the_failed_iteration_and_the_next_call_is_the_next(
+    base, alice, instrumentation, request
+):
+    script = Script([{"content": "Sunny."}, {"content": "Booked."}], down=("gpt-4o-mini",))
+    instrumentor = instrumentor_of(instrumentation, request)
+    run_id = run_under_an_agent_span(
+        base, alice.ingest_key, instrumentor, script, falls_back_when_its_model_is_down
+    )
+    assert [r["model"] for r in script.requests] == ["gpt-4o-mini"] + ["claude-sonnet-4-5"] * 2
+    catch_up()
+    key = alice.read_key
+
+    def records(kind: str) -> list[dict]:
+        found = read(base, key, "/api/v1/records", run_id=run_id, kind=kind)["results"]
+        return sorted(found, key=lambda r: r["ts"])
+
+    calls = records("model_call")
+    assert [(c["data"]["model"], c["data"]["iteration"]) for c in calls] == [
+        ("claude-sonnet-4-5", 0),
+        ("claude-sonnet-4-5", 1),
+    ]
+    (error,) = records("provider.error")
+    assert (error["data"]["model"], error["data"]["status"]) == ("gpt-4o-mini", 503)
+    (fallback,) = records("reliability")
+    assert (fallback["data"]["primary"], fallback["data"]["fallback"]) == (
+        "gpt-4o-mini",
+        "claude-sonnet-4-5",
+    )
+    # The failure, the fallback that answered it and the first model call: one iteration.
+    assert error["data"]["otel"]["iteration"] == fallback["data"]["otel"]["iteration"] == 0
 
 
 def test_an_openai_agents_sdk_run_with_a_handoff_lands_as_a_run_and_a_sub_run(

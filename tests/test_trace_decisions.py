@@ -9,7 +9,7 @@ import pytest
 
 from records.formats import otlp
 from records.formats import trace_decisions as td
-from tests.otlp_payloads import export, span, span_id
+from tests.otlp_payloads import chat, export, span, span_id
 from tests.test_otlp_mapping import NOW
 
 
@@ -47,6 +47,60 @@ def test_calls_of_a_run_are_numbered_by_start_time_whatever_their_order_in_the_e
     by_span = {json.loads(r.data_json)["otel"]["span"]: r.iteration
                for r in result.records if r.kind == "model_call"}  # fmt: skip
     assert by_span == {"a": 0, "b": 1}
+
+
+def call(name: str, model: str, start: int, *, failed: bool = False) -> td.Call:
+    return td.Call(span_key=("t", name), run_id="run", start_ns=start, request_model=model,
+                   response_model=None if failed else model, provider="openai",
+                   failed=failed)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("calls", "expected"),
+    [
+        # Another model answers the step the failure left; the next call is the next step.
+        ([("a", "gpt-4o-mini", True), ("b", "claude-sonnet-4-5", False),
+          ("c", "claude-sonnet-4-5", False)], [0, 0, 1]),
+        # A retry of the same model is the same step too, however many it takes.
+        ([("a", "gpt-4o", True), ("b", "gpt-4o", True), ("c", "gpt-4o", False),
+          ("d", "gpt-4o", False)], [0, 0, 0, 1]),
+        ([("a", "gpt-4o", False), ("b", "gpt-4o", True), ("c", "o3", False)], [0, 1, 1]),
+    ],
+)  # fmt: skip
+def test_a_call_after_a_failure_retries_the_failed_step(calls, expected):
+    made = [call(name, model, i, failed=failed) for i, (name, model, failed) in enumerate(calls)]
+    numbered = td.iterations(made)
+    assert [numbered[c.span_key] for c in made] == expected
+
+
+def failing_then_fallback_export(*, fallback: str):
+    failed = chat("gpt-4o-mini", **{"error.type": "InternalServerError",
+                                    "http.response.status_code": 503})  # fmt: skip
+    return export(
+        span("c", chat(fallback), start_ms=4000),
+        span("a", failed, start_ms=0, error="overloaded"),
+        span("b", chat(fallback), start_ms=2000),
+    )
+
+
+def test_a_fallback_answers_the_iteration_of_the_failure_and_the_next_call_is_the_next():
+    result = otlp.normalise_export(failing_then_fallback_export(fallback="claude-sonnet-4-5"),
+                                   now=NOW)  # fmt: skip
+    by_kind: dict[str, list[dict]] = {}
+    for record in result.records:
+        by_kind.setdefault(record.kind, []).append(json.loads(record.data_json))
+    assert sorted(c["iteration"] for c in by_kind["model_call"]) == [0, 1]
+    (error,) = by_kind["provider.error"]
+    (fallback,) = by_kind["reliability"]
+    assert (error["otel"]["iteration"], fallback["otel"]["iteration"]) == (0, 0)
+    assert (fallback["primary"], fallback["fallback"]) == ("gpt-4o-mini", "claude-sonnet-4-5")
+
+
+def test_a_retry_of_the_failed_model_is_the_same_iteration_and_no_fallback():
+    result = otlp.normalise_export(failing_then_fallback_export(fallback="gpt-4o-mini"), now=NOW)
+    iterations = sorted(r.iteration for r in result.records if r.kind == "model_call")
+    assert iterations == [0, 1]
+    assert not [r for r in result.records if r.kind == "reliability"]
 
 
 def test_hostile_openinference_spans_are_stored_or_rejected_with_a_reason():

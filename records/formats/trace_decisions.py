@@ -46,28 +46,39 @@ class Call:
 
 # --- the iteration ----------------------------------------------------------------------------
 def iterations(calls: Sequence[Call]) -> dict[tuple[str, str], int]:
-    """Each call's iteration: its place, from 0, among its run's calls in this export by start
-    time (span id breaking ties), unless the span names its own (decisionboard.iteration).
+    """Each call's iteration, unless the span names its own (decisionboard.iteration): the
+    steps of its run in this export, counted from 0 in start order (ordered_runs), where a call
+    that follows a failed call retries that call's step (retries_step) and so keeps its
+    iteration. Calls [fails on model A, answers on model B, answers on model B] are the
+    iterations [0, 0, 1]: the fallback answers the step the failure left, the next call is the
+    next step.
 
     Only the calls of one export are seen: a run whose calls come in several exports numbers
     each export's calls from 0 again, and a later export that brings an earlier call does not
     renumber the calls already stored (records are immutable once acknowledged).
     """
-    by_run: dict[str, list[Call]] = {}
-    for call in calls:
-        by_run.setdefault(call.run_id, []).append(call)
     out: dict[tuple[str, str], int] = {}
-    for run_calls in by_run.values():
-        ordered = sorted(run_calls, key=lambda c: (c.start_ns, c.span_key[1]))
-        for i, call in enumerate(ordered):
-            out[call.span_key] = (
-                call.explicit_iteration if call.explicit_iteration is not None else i
-            )
+    for run_calls in ordered_runs(calls):
+        step = -1
+        previous: Call | None = None
+        for call in run_calls:
+            if previous is None or not retries_step(previous):
+                step += 1
+            explicit = call.explicit_iteration
+            out[call.span_key] = explicit if explicit is not None else step
+            previous = call
     return out
 
 
+def retries_step(previous: Call) -> bool:
+    """The next call of the run after `previous` tries `previous`'s step again: `previous`
+    failed, and whichever model is asked next (the same: a retry; another: a fallback, as
+    fallbacks tells them apart) answers that step. A call after an answer is the next step."""
+    return previous.failed
+
+
 def ordered_runs(calls: Sequence[Call]) -> list[list[Call]]:
-    """The calls of each run, in start order."""
+    """The calls of each run, in start order (span id breaking ties)."""
     by_run: dict[str, list[Call]] = {}
     for call in calls:
         by_run.setdefault(call.run_id, []).append(call)
@@ -128,10 +139,11 @@ class Fallback:
 def fallbacks(run_calls: Sequence[Call]) -> list[Fallback]:
     """A failed call followed (the next call of the same run, in start order) by a call to
     another model is a fallback from the failed model to that one; its cause is the failure's
-    error. A failed call followed by the same model is a retry, not a fallback."""
+    error. A failed call followed by the same model is a retry, not a fallback. Either way the
+    following call retries the failed call's step and shares its iteration (retries_step)."""
     out = []
     for failed, following in zip(run_calls, run_calls[1:], strict=False):
-        if not failed.failed:
+        if not retries_step(failed):
             continue
         before, after = (
             failed.request_model or failed.model,
