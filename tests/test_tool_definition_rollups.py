@@ -116,8 +116,8 @@ def test_it_estimates_from_rollups_the_least_squares_slope_of_the_calls(alice):
 
     # With messagesCount on every call, the fit holds it apart: numpy's least squares on both.
     xs, zs, ys = zip(*points(chatty, "gpt-chatty"), strict=True)
-    design = np.column_stack([np.ones(len(xs)), xs, zs])
-    coefficients, *_ = np.linalg.lstsq(design, np.array(ys, dtype=float), rcond=None)
+    regressors = np.column_stack([np.ones(len(xs)), xs, zs])
+    coefficients, *_ = np.linalg.lstsq(regressors, np.array(ys, dtype=float), rcond=None)
     assert got["gpt-chatty"].tokens == pytest.approx(coefficients[1], rel=1e-9)
     assert 150 < got["gpt-chatty"].tokens < 210  # near the 180 the calls were made with
 
@@ -139,8 +139,8 @@ def test_its_standard_error_is_the_fits_own():
 def test_it_gives_the_same_estimate_whatever_order_the_calls_arrive_and_fold_in(alice, bob):
     calls = noisy_calls("gpt-plain", 240, messages=True, seed=11)
     xs, zs, ys = zip(*points(calls, "gpt-plain"), strict=True)
-    design = np.column_stack([np.ones(len(xs)), xs, zs])
-    want = np.linalg.lstsq(design, np.array(ys, dtype=float), rcond=None)[0][1]
+    regressors = np.column_stack([np.ones(len(xs)), xs, zs])
+    want = np.linalg.lstsq(regressors, np.array(ys, dtype=float), rcond=None)[0][1]
 
     post(alice, calls)
     catchup.catch_up()
