@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserType, Page, Playwright, expect, sync_playwright
 from pytest_django.live_server_helper import LiveServer
 
-from tests.conftest import need_service
+from tests.support.services import need_service
 
 # The first page of a run loads the 4.8 MB plotly.js cold; on a busy 2-core CI machine that
 # can take longer than Playwright's 5 s default before a chart is drawn.
