@@ -73,6 +73,8 @@ def event_payload(event: AlertEvent) -> dict:
         "at": event.at.isoformat(),
         "url": rule_url(rule.pk),
         "test": False,
+        # A release regression: the measure, both values, the change, its interval, the link.
+        "detail": event.detail or {},
     }
 
 

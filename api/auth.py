@@ -1,9 +1,12 @@
 """API keys on `Authorization: Bearer <key>`: the key names the project, its scope the rights.
 
 A process keeps each live key it has looked up for API_KEY_CACHE_SECONDS (DECISIONBOARD), so that
-a stream of ingest batches costs no query a batch: a key revoked (or its project deleted) is
-refused by every process at most that long afterwards. An unknown key is never kept, so a key
-issued a moment ago works at once.
+a stream of ingest batches or reads costs no query a request: a key revoked (or its project
+deleted) is refused by every process at most that long afterwards. An unknown key is never kept,
+so a key issued a moment ago works at once. Keys are read on the primary, even by a request whose
+reads go to a replica (config.replicas): an agent has no cookie to pin it to a key just made. The
+lookup also marks the key's use (records.store.key_lookup), so a request with a cached key
+reaches the primary not at all.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.permissions import BasePermission
 
 from records.models import ApiKey, Project, hash_key
+from records.store.key_lookup import find_live_key
 
 KEY_REFUSED = "Unknown or revoked API key."
 
@@ -45,7 +49,6 @@ def key_for_authorization(header: bytes) -> ApiKey | None:
     key = live_key(hash_key(raw))
     if key is None:
         raise AuthenticationFailed(KEY_REFUSED)
-    key.note_use()
     return key
 
 
@@ -58,17 +61,14 @@ _LIVE_KEYS_MAX = 1_000
 
 def live_key(key_hash: str) -> ApiKey | None:
     """The unrevoked key with this hash (its project loaded), from this process's cache when it
-    was read less than API_KEY_CACHE_SECONDS ago."""
+    was read less than API_KEY_CACHE_SECONDS ago; read (and its use marked) on the primary
+    otherwise."""
     ttl = settings.DECISIONBOARD["API_KEY_CACHE_SECONDS"]
     now = monotonic()
     cached = _live_keys.get(key_hash)
     if cached is not None and now - cached[0] < ttl:
         return cached[1]
-    key = (
-        ApiKey.objects.select_related("project")
-        .filter(key_hash=key_hash, revoked_at__isnull=True)
-        .first()
-    )
+    key = find_live_key(key_hash)
     if key is None or ttl <= 0:
         _live_keys.pop(key_hash, None)
         return key

@@ -81,9 +81,9 @@ def _read_raw(request) -> bytes:
     reader = getattr(stream, "reader", None)
     if isinstance(reader, LengthReader) and stream.buf.tell() == 0:
         # gunicorn's input stream hands a body out 1 KB at a time, each piece cut from an 8 KB
-        # socket read with the rest put back, so a batch of 600 KB cost a millisecond of CPU
-        # in copies; its reader for a Content-Length body reads it whole. The stream has not
-        # been read from (its buffer is empty), so the reader holds the body from its start.
+        # socket read with the rest put back, so a large batch cost hundreds of copies; its
+        # reader for a Content-Length body reads it whole. The stream has not been read from
+        # (its buffer is empty), so the reader holds the body from its start.
         return reader.read(limit + 1)
     return request.read(limit + 1)
 

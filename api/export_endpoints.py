@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from django.db import connection, transaction
+from django.db import connections, transaction
 from django.db.models import QuerySet
 from django.http import FileResponse, StreamingHttpResponse
 from django.utils import timezone
@@ -37,6 +37,7 @@ from records.contract.filters import PARAMS, FilterError, filter_records
 from records.formats.record_export import FORMATS, export_chunks, export_rows, parse_format
 from records.models import ApiKey, Project, Record
 from records.store import retention
+from records.store.backends import backend
 from workers.export_jobs import file_path
 from workers.export_requests import start_export
 from workers.models import ExportJob
@@ -82,20 +83,27 @@ class ExportView(ReadView):
         # The database is chosen now (a replica, config.replicas): the body is streamed after
         # the request's middleware has returned.
         queryset = queryset.using(queryset.db)
-        response = StreamingHttpResponse(
-            _stream(fmt, queryset), content_type=FORMATS[fmt].content_type
-        )
+        response = streamed_file(_stream(fmt, queryset), project, "records", fmt)
         for name, value in retention.retention_headers(project, filters.start).items():
             response[name] = value
-        stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
-        response["Content-Disposition"] = (
-            f'attachment; filename="{project.name}-records-{stamp}.{FORMATS[fmt].extension}"'
-        )
         return response
 
 
+def streamed_file(
+    chunks: Iterator[bytes], project: Project, what: str, fmt: str
+) -> StreamingHttpResponse:
+    """An export streamed as it is read: the format's content type, and an attachment named
+    `<project>-<what>-<UTC stamp>.<extension>` (the records' export, the audit log's)."""
+    response = StreamingHttpResponse(chunks, content_type=FORMATS[fmt].content_type)
+    stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+    response["Content-Disposition"] = (
+        f'attachment; filename="{project.name}-{what}-{stamp}.{FORMATS[fmt].extension}"'
+    )
+    return response
+
+
 def _stream(fmt: str, queryset: QuerySet) -> Iterator[bytes]:
-    if connection.vendor != "postgresql":
+    if not backend(connections[queryset.db]).features.holds_cursors_outside_transactions:
         # SQLite reads lazily anyway; a transaction here would take its write lock.
         yield from export_chunks(fmt, export_rows(queryset))
         return

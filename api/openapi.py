@@ -284,7 +284,7 @@ COMMON_ERRORS = {
 
 def document_errors(result: dict, generator, request, public) -> dict:
     """drf-spectacular post-processing hook, so that the schema says what the API does (the
-    fuzz in tests/test_hostile_http.py holds it to that):
+    fuzz in tests/live/test_hostile_http.py holds it to that):
 
     - every operation documents COMMON_ERRORS with ERROR_SCHEMA;
     - an optional query parameter may be empty, which means absent (`?to=` is no `to`);

@@ -53,6 +53,12 @@ VOCABULARY_PARAMETERS = [
     OpenApiParameter("from", OpenApiTypes.DATETIME, description=f"Inclusive start ({_TIME})."),
     OpenApiParameter("to", OpenApiTypes.DATETIME, description=f"Exclusive end ({_TIME})."),
     OpenApiParameter("agent", str, description="Comma list of agents (any of)."),
+    OpenApiParameter(
+        "release",
+        str,
+        description="Comma list of releases (any of): records posted with one of them; runs "
+        "with a record posted with one of them.",
+    ),
     OpenApiParameter("model", str, description="Comma list of models (any of)."),
     OpenApiParameter(
         "kind", str, description=f"Comma list of record kinds (any of): {', '.join(KIND_NAMES)}."

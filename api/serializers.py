@@ -48,6 +48,11 @@ class RecordSerializer(serializers.Serializer):
     session_id = serializers.CharField(allow_null=True)
     agent = serializers.CharField(allow_null=True)
     parent_run_id = serializers.CharField(allow_null=True)
+    release = serializers.CharField(
+        allow_null=True,
+        help_text="What the agent ran as (a version, a prompt hash, a git sha), as posted; "
+        "null when the record did not say.",
+    )
     data = RecordDataField()
     derived = RecordDerivedField(
         help_text="Per-kind derived fields, e.g. `doors` of a pick, `swap` of a "

@@ -6,7 +6,7 @@
 `verdict-share` of them: late verdicts are what re-folds streaks) are stored with no worker running,
 once in ts order into one project and once shuffled into another, on a scratch PostgreSQL database
 (autovacuum as the machine has it); each backlog is then caught up to the end by one process, in
-passes of `batch` records (default: the catch-up's own, DEFAULT_BATCH; a smaller one shows what a
+passes of `batch` records (default: the catch-up's own, default_batch(); a smaller one shows what a
 pass costs beyond its records, as under sustained ingest, where each pass folds what arrived since
 the last: records.catchup.passes.PASS_SPACING_SECONDS). The COPY ceiling of the same rows is
 measured in the same run (bench.common).

@@ -30,7 +30,9 @@ import platform
 import random
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -51,15 +53,27 @@ RESULTS = Path(__file__).resolve().parent / "results" / "ingest.jsonl"
 PEER_TOOLS = 12
 
 
-def post_batches(args: tuple[int, str, list[bytes], int | None]) -> tuple[int, float]:
-    """One client process: post its batches in order over its keep-alive connection (opened
-    before the clients were forked, CONNECTIONS[index]); returns the records accepted and the
-    CPU seconds the client itself spent."""
-    index, key, bodies, cpu = args
+def post_batches(args: tuple[int, str, list[bytes], int | None, int]) -> tuple[int, float]:
+    """One client process: post its batches over its keep-alive connections (opened before the
+    clients were forked, CONNECTIONS[index * in_flight:][:in_flight]), `in_flight` batches at a
+    time, each connection from a thread of its own posting in order; returns the records
+    accepted and the CPU seconds the client itself spent."""
+    index, key, bodies, cpu, in_flight = args
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     cpu_start = time.process_time()
-    conn = CONNECTIONS[index]
+    connections = CONNECTIONS[index * in_flight : (index + 1) * in_flight]
+    if in_flight == 1:
+        accepted = post_in_order(connections[0], bodies, key)
+    else:
+        with ThreadPoolExecutor(in_flight) as threads:
+            shares = [bodies[i::in_flight] for i in range(in_flight)]
+            accepted = sum(threads.map(partial(post_in_order, key=key), connections, shares))
+    return accepted, time.process_time() - cpu_start
+
+
+def post_in_order(conn: http.client.HTTPConnection, bodies: list[bytes], key: str) -> int:
+    """Post `bodies` one after the other over `conn`; the records accepted."""
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     accepted = 0
     for body in bodies:
@@ -70,7 +84,7 @@ def post_batches(args: tuple[int, str, list[bytes], int | None]) -> tuple[int, f
             raise RuntimeError(f"HTTP {response.status}: {payload[:300]!r}")
         accepted += int(payload.split(b'"accepted":')[1].split(b",")[0])
     conn.close()
-    return accepted, time.process_time() - cpu_start
+    return accepted
 
 
 # The clients' connections, opened by the bench before it forks the clients (each uses its own).
@@ -153,6 +167,12 @@ def main() -> None:
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=1,
+        help="batches each client keeps in flight, each on a connection of its own",
+    )
+    parser.add_argument(
         "--picks", action="store_true", help="post the peers' workload instead of the demo's"
     )
     parser.add_argument(
@@ -192,9 +212,10 @@ def main() -> None:
     with gunicorn(args.web_workers) as (port, master):
         # Round-robin, so that every client posts a similar mix of batches.
         shares = [
-            (i, key, bodies[i :: args.clients], args.pin_clients) for i in range(args.clients)
+            (i, key, bodies[i :: args.clients], args.pin_clients, args.in_flight)
+            for i in range(args.clients)
         ]
-        CONNECTIONS[:] = balanced_connections(port, master, args.clients)
+        CONNECTIONS[:] = balanced_connections(port, master, args.clients * args.in_flight)
         load_before = os.getloadavg()[0]
         pool = multiprocessing.get_context("fork").Pool(args.clients)
         try:
@@ -227,7 +248,8 @@ def main() -> None:
     spared_rate = len(records) / max(ingest_seconds - client_cpu / cores, 1e-9)
     pinned = f", clients pinned to CPU {args.pin_clients}" if args.pin_clients is not None else ""
     print(
-        f"posted with {args.clients} clients to {args.web_workers} gunicorn workers "
+        f"posted with {args.clients} clients, {args.in_flight} batches in flight each, to "
+        f"{args.web_workers} gunicorn workers "
         f"in {ingest_seconds:.1f} s{pinned}; the clients used {client_cpu:.1f} CPU s "
         f"({client_share:.0%} of {cores} cores), load {load_before:.1f}",
         flush=True,
@@ -258,6 +280,7 @@ def main() -> None:
             "batch": args.batch,
             "web_workers": args.web_workers,
             "clients": args.clients,
+            "in_flight": args.in_flight,
             "pinned_cpu": args.pin_clients,
             "load": round(load_before, 2),
             "ingest_seconds": round(ingest_seconds, 3),

@@ -41,23 +41,15 @@ import requests  # noqa: E402
 
 from bench.common import exit_on_signals  # noqa: E402
 from bench.results import record_result  # noqa: E402
-from tests import rollup_data  # noqa: E402
-from tests.live import PrivateCluster, _postgres_bin, redis_server, wait_until  # noqa: E402
+from config.queues import Queue  # noqa: E402
+from tests.support import rollup_data  # noqa: E402
+from tests.support.live import PrivateCluster, postgres_bin, redis_server, wait_until  # noqa: E402
+from tests.support.standby import SETUP  # noqa: E402
 from workers import processes  # noqa: E402
-from workers.queues import Queue  # noqa: E402
 
 PROJECTS = ("acme", "globex", "initech", "umbrella")
 BATCH = 200
 CLIENTS = 4
-SETUP = """
-from django.contrib.auth import get_user_model
-from records.models import ApiKey, Membership, Project
-user = get_user_model().objects.create_user("alice", password="pw-alice")
-for name in NAMES:
-    project = Project.objects.create(name=name)
-    Membership.objects.create(user=user, project=project)
-    print(ApiKey.issue(project, ApiKey.Scope.ALL)[1])
-"""
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -246,7 +238,7 @@ def main() -> None:
     parser.add_argument("--page-requests", type=int, default=40)
     args = parser.parse_args()
     exit_on_signals()
-    bin_dir = _postgres_bin()
+    bin_dir = postgres_bin()
     if bin_dir is None:
         sys.exit("PostgreSQL server binaries (/usr/lib/postgresql/*/bin) are needed")
     work = Path(tempfile.mkdtemp(prefix="decisionboard-scale-out-"))

@@ -7,7 +7,7 @@
 then vacuumed and analysed. Then, `repeat` times: every minute's streak segment is marked dirty
 (as half an hour of late verdicts leaves them in bench/soak.py) and `catchup.fold_dirty_streaks`
 recomputes them, timed; and the ceiling, measured in the same run: the same verdicts read by
-the recompute's own query (`_verdicts_query`) in (ts, key) order into a discarding COPY, which
+the recompute's own query (`verdicts_query`) in (ts, key) order into a discarding COPY, which
 is what any recompute has to read.
 
 Prints, last: `recompute of M minutes (V verdicts) S s (best), ordered read C s (best); ratio
@@ -62,7 +62,7 @@ def main() -> None:
 
     minutes = StreakSegment.objects.filter(project=project, grain=Grain.MINUTE)
     keys = list(minutes.values_list("project_id", "model", "bucket"))
-    spans = streak_fold._spans(sorted({bucket for _, _, bucket in keys}))
+    spans = streak_fold.minute_spans(sorted({bucket for _, _, bucket in keys}))
     models = {model for _, model, _ in keys}
     recompute, read, verdicts = [], [], 0
     for _ in range(args.repeat):
@@ -71,7 +71,7 @@ def main() -> None:
         assert catchup.fold_dirty_streaks() == len(keys)
         recompute.append(time.perf_counter() - start)
 
-        sql, params = streak_fold._verdicts_query(project.pk, models, spans, catchup.folded_upto())
+        sql, params = streak_fold.verdicts_query(project.pk, models, spans, catchup.folded_upto())
         with transaction.atomic(), connection.cursor() as cursor:
             start = time.perf_counter()
             with cursor.cursor.copy(

@@ -3,7 +3,7 @@ from __future__ import annotations
 # Before anything imports prometheus_client, which picks its per-process storage on import:
 # every process of the product (gunicorn's, Celery's, commands) counts into this machine's
 # metrics folder, and /metrics sums them (ops.multiprocess).
-from ops.multiprocess import configure as _configure_metrics
+from config.metrics_folder import configure as _configure_metrics
 
 _configure_metrics()
 

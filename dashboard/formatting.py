@@ -141,3 +141,36 @@ def record_cost(nano: int | None, source: str | None, model: str | None) -> str:
     if cost["usd"] is None:
         return f"unknown price: {cost.get('reason', 'not known')}"
     return f"{usd(nano)} ({_SOURCE_LABELS.get(source or '', source)})"
+
+
+def measure_value(value: float | None, method: str) -> str:
+    """A compared measure's value: a rate or share as per cent, a latency in ms, a mean as is."""
+    if value is None:
+        return "—"
+    if method in ("proportion", "categories"):
+        return percent(value, 2)
+    if method == "quantile":
+        return duration_ms(value)
+    return f"{value:,.4g}"
+
+
+def measure_change(change: float | None, interval, method: str) -> str:
+    """B − A, signed, with its interval when it has one: "+4.00 pp (+2.71 to +5.29)"."""
+    if change is None:
+        return "—"
+    if method in ("proportion", "categories"):
+        text = f"{change * 100:+.2f} pp"
+        if interval:
+            text += f" ({interval[0] * 100:+.2f} to {interval[1] * 100:+.2f})"
+        return text
+    if method == "quantile":
+        text = f"{change:+,.1f} ms"
+        return text + (f" ({interval[0]:+,.1f} to {interval[1]:+,.1f})" if interval else "")
+    return f"{change:+,.4g}"
+
+
+def p_value(value: float | None) -> str:
+    """0.0000123 → "1.2e-05"; 0.034 → "0.034"; None → "—" (no test)."""
+    if value is None:
+        return "—"
+    return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from workers.queues import Queue
+from config.queues import Queue
 
 # kombu's Redis transport: a message of priority p > 0 waits in "<queue>\x06\x16<p>".
 _REDIS_PRIORITY_SEPARATOR = "\x06\x16"
@@ -50,7 +50,7 @@ def problem() -> str | None:
 
 
 def queue_depths() -> dict[str, int]:
-    """Messages waiting in each queue of workers.queues (not those a worker holds)."""
+    """Messages waiting in each queue of config.queues (not those a worker holds)."""
     queues = [q.value for q in Queue]
     if settings.REDIS_URL:
         with _redis() as client:

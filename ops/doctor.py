@@ -25,9 +25,11 @@ from django.db import connection
 from django.utils import timezone
 
 from config.outage import DATABASE_UNAVAILABLE
+from config.queues import Queue
 from ops import probes
 from ops.findings import Finding
 from ops.readiness import configuration, generated_secret_key, security
+from records.store.backends import backend
 from workers.heartbeat import (
     STALE_AFTER,
     HostWorker,
@@ -35,7 +37,6 @@ from workers.heartbeat import (
     host_workers,
     queue_status,
 )
-from workers.queues import Queue
 
 OTLP_GRPC_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 OTLP_GRPC_TIMEOUT = 2.0
@@ -186,7 +187,7 @@ def hosts(workers: Iterable[HostWorker], now: datetime) -> list[Finding]:
 def database_settings(pooler: str) -> list[Finding]:
     """Behind a transaction pooler jit=off is the role's default, not a startup option
     (config.settings.DATABASE_POOLER): is it?"""
-    if pooler != "transaction" or connection.vendor != "postgresql":
+    if pooler != "transaction" or not backend().features.role_settings:
         return []
     with connection.cursor() as cursor:
         cursor.execute("SHOW jit")
@@ -211,7 +212,7 @@ INSPECT_TIMEOUT = 1.0
 
 def lanes(configured: int, slots: dict[str, int] | None) -> list[Finding]:
     """Can the `configured` catch-up lanes (DECISIONBOARD_CATCHUP_LANES) fold at once? Each
-    lane is one task at a time on the `default` queue (workers.schedule), so the workers
+    lane is one task at a time on the `default` queue (config.beat_schedule), so the workers
     consuming it need a process slot per lane. `slots`: {worker: its pool's size} of those
     workers, as they answered (None: they could not be asked)."""
     section = "lanes"
@@ -312,7 +313,7 @@ def retention(now: datetime) -> list[Finding]:
     from records.store import retention as policy
 
     fix = "run: python manage.py expire_records (beat runs it hourly; is beat running?)"
-    if connection.vendor != "postgresql":
+    if not backend().features.partitioned_records:
         return [Finding("retention", True, f"records kept {policy.global_days()} days (SQLite)")]
     days = partitions.existing_days()
     today = partitions.day_of(now)

@@ -15,8 +15,8 @@ gunicorn's master sees a worker exit (gunicorn.conf.py), when a Celery pool proc
 (ops.apps), and on every scrape for files whose process is gone (killed, say). A file lock
 keeps a scrape from reading a file and its archived copy at once.
 
-`configure()` must run before anything imports prometheus_client (config/__init__.py): the
-library picks its per-process storage when it is imported. Nothing here imports Django.
+The folder is chosen by config.metrics_folder, before anything imports prometheus_client (the
+library picks its per-process storage when it is imported). Nothing here imports Django.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parent.parent
 # The types whose files hold plain sums (a histogram's buckets are stored per bucket, not
 # cumulated), so that adding one file's values into another's is exact.
 _SUMMED_TYPES = ("counter", "histogram", "summary")
@@ -38,28 +37,6 @@ _PROCESS_FILE = re.compile(rf"^({'|'.join(_SUMMED_TYPES)})_(\d+)\.db$")
 ARCHIVE = "archive"
 
 log = logging.getLogger(__name__)
-
-
-def default_folder(environ: dict | os._Environ = os.environ) -> Path:
-    """DECISIONBOARD_METRICS_DIR, else `metrics/` in the var folder (as config.settings finds
-    it). It must be on this machine's own disk: the files are memory-mapped."""
-    explicit = environ.get("DECISIONBOARD_METRICS_DIR")
-    if explicit:
-        return Path(explicit).resolve()
-    var = environ.get("DECISIONBOARD_VAR_DIR") or str(BASE_DIR / "var")
-    return Path(var).resolve() / "metrics"
-
-
-def configure(environ: dict | os._Environ = os.environ) -> Path:
-    """Point prometheus-client at this machine's metrics folder, creating it.
-
-    Set, not defaulted: a child process started with another var folder (a test's live server)
-    counts into its own folder, not its parent's.
-    """
-    folder = default_folder(environ)
-    folder.mkdir(parents=True, exist_ok=True)
-    environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
-    return folder
 
 
 def folder() -> Path:

@@ -14,6 +14,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from config.outage import DATABASE_UNAVAILABLE
 from ops import broker
+from records.store.backends import backend
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ def database() -> Probe:
             cursor.execute("SELECT 1")
     except DATABASE_UNAVAILABLE as exc:
         return Probe("database", False, f"unreachable ({type(exc).__name__}: {exc})".strip())
-    return Probe("database", True, f"{connection.vendor} reachable")
+    return Probe("database", True, f"{backend().name} reachable")
 
 
 def unapplied_migrations() -> list[str]:

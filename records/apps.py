@@ -12,12 +12,12 @@ class RecordsConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import pre_delete
 
-        from records.catchup.rebuild import rebuild_if_requested
+        from records.catchup import rebuild_if_requested
         from records.models import Project
-        from records.store.sqlfunctions import register_sqlite, set_role_defaults
+        from records.store.sqlfunctions import register_functions, set_role_defaults
         from records.store.writer import hold_project_for_delete
 
-        connection_created.connect(register_sqlite, dispatch_uid="records-json-add")
+        connection_created.connect(register_functions, dispatch_uid="records-json-add")
         post_migrate.connect(set_role_defaults, sender=self, dispatch_uid="records-role-defaults")
         post_migrate.connect(rebuild_if_requested, sender=self, dispatch_uid="records-rebuild")
         pre_delete.connect(

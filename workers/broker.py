@@ -4,7 +4,7 @@ kombu 5.7 writes a message straight into the queue folder (open, then lock, then
 a consumer polling that folder moves and reads any file it finds, without the lock: a message
 caught between the open and the write is read empty, the JSON decode fails, the message is lost
 and the worker's consumer stops ("Unrecoverable error"). Two processes publishing while a worker
-consumes lose about one message in ten (tests/test_broker.py); a worker publishing its own
+consumes lose about one message in ten (tests/workers/test_broker.py); a worker publishing its own
 retries during a database outage stopped within seconds. Here a message is written under a
 name the consumer ignores and renamed into place, which is atomic within one folder.
 

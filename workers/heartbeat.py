@@ -19,10 +19,10 @@ from django.db import connection
 from django.utils import timezone
 
 from config.outage import DATABASE_UNAVAILABLE
+from config.queues import Queue
 from workers.models import Heartbeat, WorkerHost
-from workers.queues import Queue
 
-# Beat sends one every 10 s (workers.schedule), expiring after 10 s; a minute without one means
+# Beat sends one every 10 s (config.beat_schedule), expiring after 10 s; a minute without one means
 # nobody serves the queue, beat is down, or every worker slot on the queue is held by a long
 # task (two exports on `bin/start`'s jobs worker). A worker that started less than this ago
 # and has had no heartbeat yet is still starting.
@@ -50,7 +50,7 @@ def beat(queue: str = Queue.DEFAULT, now: datetime | None = None) -> datetime:
 
 
 def worker_started(queues: Iterable[str], now: datetime | None = None) -> datetime:
-    """Record that a worker consuming `queues` is ready (queues not of workers.queues are
+    """Record that a worker consuming `queues` is ready (queues not of config.queues are
     ignored)."""
     now = now or timezone.now()
     known = {q.value for q in Queue}
@@ -92,7 +92,7 @@ def status_of(
 
 
 def queue_status(now: datetime | None = None) -> list[QueueStatus]:
-    """Every queue of workers.queues, with its last heartbeat (None if never) and its workers'
+    """Every queue of config.queues, with its last heartbeat (None if never) and its workers'
     last start, in one query."""
     now = now or timezone.now()
     rows = {

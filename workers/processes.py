@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from workers.queues import Queue
+from config.queues import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -74,7 +74,7 @@ def worker_command(
 
 
 def worker_commands(beat_schedule: str | Path, loglevel: str = "INFO") -> list[list[str]]:
-    """The workers of the whole product (workers.queues): one with beat on `default`, where the
+    """The workers of the whole product (config.queues): one with beat on `default`, where the
     catch-up passes run, and one for notifications and exports, so that a slow webhook or a
     long export never delays the rollups."""
     return [

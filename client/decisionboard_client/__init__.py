@@ -27,4 +27,4 @@ __all__ = [
     "usage_from_langchain",
     "usage_from_openai",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -17,14 +17,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from dashboard.queries.run_list import run_row
 from dashboard.queries.run_records import load_records
-from dashboard.web.access import get_run_for_user
+from dashboard.web.access import get_run_for_user, role_required
 from records.contract.kinds import KINDS
 from records.models import Record, Run
 
@@ -169,7 +168,7 @@ def _chosen_ids(request: HttpRequest) -> tuple[str, str, str]:
     return a, b, ""
 
 
-@login_required
+@role_required
 def compare_runs(request: HttpRequest) -> HttpResponse:
     a_id, b_id, error = _chosen_ids(request)
     context: dict[str, Any] = {"a_id": a_id, "b_id": b_id, "error": error}

@@ -7,11 +7,11 @@ worker (workers.export_jobs) and its file downloads through the API, which check
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import Http404
 from django.shortcuts import redirect, render
 
+from dashboard.web.access import role_required
 from records.contract.filters import HAS_FLAGS, PARAMS, FilterError, parse_time
 from records.contract.kinds import KIND_NAMES
 from records.formats.record_export import FORMATS
@@ -65,7 +65,7 @@ def _active(jobs: list[ExportJob]) -> bool:
     return any(j.status in (ExportJob.Status.QUEUED, ExportJob.Status.RUNNING) for j in jobs)
 
 
-@login_required
+@role_required
 def exports_page(request):
     errors: dict[str, str] = {}
     if request.method == "POST":

@@ -4,18 +4,17 @@ neighbouring iterations. Reads this run's records only."""
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from dashboard.charts import category_charts
 from dashboard.queries import timeline
 from dashboard.queries.run_records import load_records
-from dashboard.web.access import get_run_for_user
+from dashboard.web.access import get_run_for_user, role_required
 from records.models import Record
 
 
-@login_required
+@role_required
 def pick_detail(request: HttpRequest, run_id: str, iteration: int) -> HttpResponse:
     run = get_run_for_user(request, run_id)
     in_run = Record.objects.filter(project_id=run.project_id, run_id=run.run_id)

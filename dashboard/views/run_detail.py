@@ -9,7 +9,6 @@ page count comes from the run summary, which the workers keep a few seconds behi
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -19,7 +18,7 @@ from django.utils.http import urlencode
 from dashboard.charts import time_charts
 from dashboard.queries import timeline
 from dashboard.queries.run_records import load_records
-from dashboard.web.access import get_run_for_user
+from dashboard.web.access import get_run_for_user, role_required
 from records.models import Record, Run
 from records.store import retention
 
@@ -84,7 +83,7 @@ def _to_comparison(request: HttpRequest) -> HttpResponse:
     return redirect(reverse("dash-runs-compare") + (f"?{query}" if query else ""))
 
 
-@login_required
+@role_required
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     if run_id == COMPARE_PATH_ID and any(request.GET.get(arg) for arg in COMPARE_ARGS):
         return _to_comparison(request)

@@ -8,7 +8,6 @@ the same as the first and new runs do not shift it.
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -22,7 +21,7 @@ from dashboard.queries.run_list import (
     run_row,
 )
 from dashboard.web import timerange
-from dashboard.web.access import get_project_for_user
+from dashboard.web.access import get_project_for_user, role_required
 from dashboard.web.params import DAMAGED_LINK, filter_params, list_range, parse, time_filters
 from records.contract.cursor import CursorError
 from records.contract.filters import HAS_FLAGS, FilterError, filter_runs
@@ -39,7 +38,7 @@ def _range_of(chosen: timerange.TimeRange):
     return period, start or period.start or now - period.span, end or now
 
 
-@login_required
+@role_required
 def runs_list(request: HttpRequest) -> HttpResponse:
     project = get_project_for_user(request)
     filters, error = parse(request)

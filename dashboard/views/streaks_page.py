@@ -4,7 +4,6 @@ behind it. Reads Streak and StreakSegment rows (dashboard.queries.page_rollups.s
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -12,11 +11,11 @@ from django.utils.http import urlencode
 
 from dashboard.charts import time_charts
 from dashboard.queries import page_rollups
-from dashboard.web.access import get_project_for_user
+from dashboard.web.access import get_project_for_user, role_required
 from dashboard.web.params import chart_context, chart_params
 
 
-@login_required
+@role_required
 def streaks_page(request: HttpRequest) -> HttpResponse:
     project = get_project_for_user(request)
     # The time-range control of every chart page: sparklines are hour by hour over it.

@@ -20,6 +20,7 @@ from records.models import (
     ToolDecision,
     Watermark,
 )
+from records.store.backends import backend
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ _ANALYZED_TABLES = (Rollup, Run, Classification, StreakSegment, ToolDecision)
 def analyze_if_grown(*, min_records: int = ANALYZE_MIN_RECORDS) -> bool:
     """ANALYZE the grown record partitions and the pass's tables if the records folded in grew
     enough since the last time; returns whether it did (PostgreSQL only)."""
-    if connection.vendor != "postgresql":
+    if not backend().features.vacuums:
         return False
     folded = folded_upto()
     with transaction.atomic():
@@ -108,7 +109,7 @@ _VACUUMED_TABLES = (*_ANALYZED_TABLES, Watermark, Streak, PendingBatch)
 def vacuum_if_churned(*, min_dead: int = VACUUM_MIN_DEAD) -> list[str]:
     """VACUUM the pass's tables whose dead row versions outnumber a fifth of their live ones
     (and `min_dead`); returns the tables vacuumed (PostgreSQL only, outside a transaction)."""
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
+    if not backend().features.vacuums or connection.in_atomic_block:
         return []
     with connection.cursor() as cursor:
         # The statistics' counters, which backends report at least once a second: cheap.

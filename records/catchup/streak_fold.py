@@ -28,11 +28,11 @@ from records.models import (
     StreakSegment,
     Watermark,
 )
-from records.store.sqlfunctions import fast_timestamps
+from records.store.backends import backend
 
 # How often the workers' catch-up recomputes dirty streak minutes (fold_dirty_streaks) at most.
 # A minute is dirty once a verdict arrives that sorts inside it, and recomputing it reads all of
-# its parse errors again (and probes the verdicts around each: _SEGMENTS_SQL). Records that
+# its parse errors again (and probes the verdicts around each: SEGMENTS_SQL). Records that
 # arrive up to half an hour late dirty every minute of that half hour in every pass, so
 # recomputing after each catch-up call (one every second or two under load) read the last half
 # hour's verdicts again and again, a large share of the worker's time in bench/soak.py; waiting
@@ -78,7 +78,7 @@ def _fold_upwards(minutes: Iterable[tuple]) -> None:
     _save_segments(Grain.DAY, _fold_children(Grain.HOUR, Grain.DAY, days))
     for project, model in sorted({(p, m) for p, m, _ in minutes}):
         total = streak_segments.fold(
-            _segment(s)
+            stored_segment(s)
             for s in StreakSegment.objects.filter(
                 project_id=project, model=model, grain=Grain.DAY
             ).order_by("bucket")
@@ -95,7 +95,7 @@ def fold_dirty_streaks(
 ) -> int:
     """Recompute every dirty minute of the lane's projects from its raw verdicts (those folded
     in: id <= the lane's watermark; on PostgreSQL its parse errors and the verdicts around
-    them, _SEGMENTS_SQL), then the hours, days and streaks above; returns how many
+    them, SEGMENTS_SQL), then the hours, days and streaks above; returns how many
     minutes. Skipped (0) when the lane last did so less than `unless_within` seconds ago, or
     while another process recomputes the lane's minutes.
 
@@ -126,7 +126,7 @@ def fold_dirty_streaks(
         dirty = _lane_dirty_minutes(lane, lanes)
         if not dirty:
             return 0  # and the next dirty minute is folded at once
-        minutes = _dirty_segments(dirty, read.last_id)
+        minutes = dirty_segments(dirty, read.last_id)
         if lock_watermark(lane, lanes) is None:
             return 0  # switched meanwhile; the new lanes recompute every dirty minute
         for key in _lane_dirty_minutes(lane, lanes, after=read.last_id):
@@ -197,7 +197,7 @@ def _mark_dirty(late: dict[tuple, tuple], upto: int) -> None:
         )  # fmt: skip
 
 
-def _dirty_segments(ends: dict[tuple, tuple], last_id: int) -> dict[tuple, streak_segments.Segment]:
+def dirty_segments(ends: dict[tuple, tuple], last_id: int) -> dict[tuple, streak_segments.Segment]:
     """The segments of these (project, model, minute) keys recomputed from their verdicts
     (folded in: id <= last_id); `ends` holds each one's stored end (_lane_dirty_minutes).
 
@@ -207,7 +207,7 @@ def _dirty_segments(ends: dict[tuple, tuple], last_id: int) -> dict[tuple, strea
     each minute is folded as soon as the next begins, so the worker holds one minute's verdicts
     at a time, not a shuffled backlog's.
     """
-    if connection.vendor == "postgresql":
+    if backend().features.streak_segments_in_sql:
         return _dirty_segments_in_sql(ends, last_id)
     out = {key: streak_segments.of_verdicts(()) for key in ends}
     pending: dict[tuple, list] = defaultdict(list)
@@ -218,11 +218,11 @@ def _dirty_segments(ends: dict[tuple, tuple], last_id: int) -> dict[tuple, strea
         pending.clear()
 
     for project, mine in _keys_by_project(ends).items():
-        spans = _spans(sorted({b for _, b in mine}))
-        sql, params = _verdicts_query(project, {m for m, _ in mine}, spans, last_id)
+        spans = minute_spans(sorted({b for _, b in mine}))
+        sql, params = verdicts_query(project, {m for m, _ in mine}, spans, last_id)
         current = None
         with connection.chunked_cursor() as cursor:
-            fast_timestamps(cursor)
+            backend().fast_timestamps(cursor)
             cursor.execute(sql, params)
             while rows := cursor.fetchmany(CHUNK):
                 for model, ts, record_key, outcome in rows:
@@ -263,7 +263,7 @@ _VERDICT_SQL = f"""
 _RULING = f"r.outcome IN {tuple(sorted(streak_segments.RULED))}"
 
 
-_SEGMENTS_SQL = f"""
+SEGMENTS_SQL = f"""
 WITH keys AS MATERIALIZED (
     SELECT * FROM unnest(%(models)s::text[], %(minutes)s::timestamptz[]) AS k(model, minute)
 ), broken AS MATERIALIZED (
@@ -335,17 +335,17 @@ GROUP BY k.model, k.minute, k.has_verdict, k.has_ruling
 def _dirty_segments_in_sql(
     ends: dict[tuple, tuple], last_id: int
 ) -> dict[tuple, streak_segments.Segment]:
-    """_dirty_segments on PostgreSQL: each minute's segment computed by the server from its
-    parse errors and the stored end (_SEGMENTS_SQL), one query per project. Before, the server
+    """dirty_segments on PostgreSQL: each minute's segment computed by the server from its
+    parse errors and the stored end (SEGMENTS_SQL), one query per project. Before, the server
     computed it over every verdict of the minute, and a recompute under half an hour of late
     verdicts read millions of them (bench/streak_segments.py measures the recompute)."""
     out = {key: streak_segments.EMPTY for key in ends}
     with connection.cursor() as cursor:
         on_one_core(cursor)
-        fast_timestamps(cursor)
+        backend().fast_timestamps(cursor)
         for project, mine in _keys_by_project(ends).items():
             cursor.execute(
-                _SEGMENTS_SQL,
+                SEGMENTS_SQL,
                 {"project": project, "last_id": last_id,
                  "models": [m for m, _ in mine], "minutes": [b for _, b in mine]},
             )  # fmt: skip
@@ -365,9 +365,9 @@ def _keys_by_project(keys) -> dict[int, list[tuple[str, datetime]]]:
     return out
 
 
-def _verdicts_query(project: int, models, spans, last_id: int) -> tuple[str, list]:
+def verdicts_query(project: int, models, spans, last_id: int) -> tuple[str, list]:
     """The verdicts of these models in these [start, end) spans, folded in (id <= last_id), in
-    (ts, record key) order (SQLite's recompute walks them: _dirty_segments).
+    (ts, record key) order (SQLite's recompute walks them: dirty_segments).
 
     One branch a span, so that each is a range of the verdicts-only index
     record_verdict_model_ts whatever the planner knows: as one OR of the spans, PostgreSQL
@@ -382,7 +382,9 @@ def _verdicts_query(project: int, models, spans, last_id: int) -> tuple[str, lis
         "AND id <= %s AND ts >= %s AND ts < %s"
     )
     sql = f"SELECT * FROM ({' UNION ALL '.join([branch] * len(spans))}) AS verdicts"
-    sql += f" ORDER BY ts, record_key{_CODEPOINTS[connection.vendor]}"
+    # Record keys in code point order, as Python compares them (streak_segments.of_verdicts),
+    # whatever the database's collation.
+    sql += f" ORDER BY ts, record_key{backend().codepoint_collation}"
     models = sorted(models)
     params = []
     for start, end in spans:
@@ -390,12 +392,7 @@ def _verdicts_query(project: int, models, spans, last_id: int) -> tuple[str, lis
     return sql, params
 
 
-# Record keys in code point order, as Python compares them (streak_segments.of_verdicts): whatever
-# the database's collation on PostgreSQL; SQLite's default (BINARY) already is.
-_CODEPOINTS = {"postgresql": ' COLLATE "C"', "sqlite": ""}
-
-
-def _spans(minutes: list[datetime], most: int = 50) -> list[tuple[datetime, datetime]]:
+def minute_spans(minutes: list[datetime], most: int = 50) -> list[tuple[datetime, datetime]]:
     """[start, end) spans covering the sorted `minutes`, adjacent ones joined; past `most`
     spans, the nearest are joined too (a bounded OR, reading a few minutes more)."""
     step = timedelta(minutes=1)
@@ -454,7 +451,7 @@ def _load_segments(
         for s in StreakSegment.objects.filter(project_id=project, grain=grain, model__in=models,
                                               bucket__in=buckets):  # fmt: skip
             if (project, s.model, s.bucket) in wanted:
-                out[(project, s.model, s.bucket)] = (_segment(s), s.dirty)
+                out[(project, s.model, s.bucket)] = (stored_segment(s), s.dirty)
     return out
 
 
@@ -472,5 +469,5 @@ def _save_segments(grain: str, segments: dict[tuple, streak_segments.Segment]) -
     )  # fmt: skip
 
 
-def _segment(s: StreakSegment) -> streak_segments.Segment:
+def stored_segment(s: StreakSegment) -> streak_segments.Segment:
     return streak_segments.Segment(*(getattr(s, name) for name in streak_segments.FIELDS))

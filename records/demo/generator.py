@@ -34,7 +34,7 @@ _STOP_REASONS = ("task complete", "task complete", "task complete", "max steps r
                  "budget exhausted", "user cancelled")
 # fmt: on
 
-_MS_PER_RECORD = 1000.0  # mean natural run time per record (measured), to fit runs in the span
+_MS_PER_RECORD = 1000.0  # mean natural run time per record, to fit runs in the span
 
 
 def generate_records(

@@ -102,6 +102,39 @@ def tool_name(definition: Any) -> str | None:
     return text(definition.get("name"))
 
 
+# A tool definition's name by its JSON text. An agent offers the same tools on every call, so
+# each definition is parsed once rather than once a span. Bounded in count and in the length of
+# a definition kept, like IndexedKeys: a hostile export may send every definition once.
+NAMES_BY_TEXT: dict[str, str | None] = {}
+MAX_NAMED_DEFINITIONS = 1024
+MAX_NAMED_DEFINITION_CHARS = 8192
+
+
+def tool_names(definitions: list, label: str, problems: list[str]) -> list[str]:
+    """The names of a list of tool definitions (tool_name), each one without a name a problem
+    said as `label[i] names no tool`."""
+    names = []
+    known = NAMES_BY_TEXT
+    for i, definition in enumerate(definitions):
+        if isinstance(definition, str):
+            try:
+                name = known[definition]
+            except KeyError:
+                name = tool_name(definition)
+                if (
+                    len(known) < MAX_NAMED_DEFINITIONS
+                    and len(definition) <= MAX_NAMED_DEFINITION_CHARS
+                ):
+                    known[definition] = name
+        else:
+            name = tool_name(definition)
+        if name is None:
+            problems.append(f"{label}[{i}] names no tool")
+            continue
+        names.append(name)
+    return names
+
+
 # "Error code: 503 - ...", as the openai and anthropic clients word their exceptions.
 _STATUS_IN_MESSAGE = re.compile(r"\b(?:Error code|status(?: code)?)[: =]+([1-5]\d\d)\b", re.I)
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from records.formats.attributes import (
+    IndexedKeys,
     count,
     indexed,
     json_value,
     status_in_message,
     text,
-    tool_name,
+    tool_names,
 )
 from records.formats.llm_read import LlmRead, tool_call
 
@@ -46,6 +47,9 @@ REQUEST_TYPE = "llm.request.type"
 PROMPTS = "gen_ai.prompt."
 COMPLETIONS = "gen_ai.completion."
 FUNCTIONS = "llm.request.functions."
+# OpenLLMetry's indexed lists, read in one pass over a span's attributes; the keys' places are
+# remembered across spans (an agent sends the same keys on every call).
+_OPENLLMETRY_LISTS = IndexedKeys((FUNCTIONS, COMPLETIONS, PROMPTS))
 # Span events of the older message form.
 CHOICE_EVENT = "gen_ai.choice"
 MESSAGE_EVENTS = frozenset(
@@ -91,11 +95,15 @@ def read_llm(
         out.finish_reasons = [reasons]
     elif isinstance(reasons, list):
         out.finish_reasons = [r for r in reasons if isinstance(r, str)]
-    out.offered = _offered(a, out.problems)
-    out.called, finish = _called(a, events, out.problems)
+    if TOOL_DEFINITIONS in a and OUTPUT_MESSAGES in a and INPUT_MESSAGES in a:
+        functions = completions = prompts = []
+    else:
+        functions, completions, prompts = _OPENLLMETRY_LISTS.lists(a)
+    out.offered = _offered(a, functions, out.problems)
+    out.called, finish = _called(a, completions, events, out.problems)
     if not out.finish_reasons and finish:
         out.finish_reasons = [finish]
-    out.messages_count = _messages_count(a, events)
+    out.messages_count = _messages_count(a, prompts, events)
     out.error_type = text(a.get(ERROR_TYPE))
     exception = next((attrs for name, attrs in events if name == "exception"), {})
     if out.error_type is None:
@@ -112,21 +120,13 @@ def read_llm(
     return out
 
 
-def _offered(a: dict[str, Any], problems: list[str]) -> list[str] | None:
+def _offered(a: dict[str, Any], functions: list, problems: list[str]) -> list[str] | None:
     if TOOL_DEFINITIONS in a:
         definitions = json_value(a[TOOL_DEFINITIONS])
         if not isinstance(definitions, list):
             problems.append(f"{TOOL_DEFINITIONS} is not a JSON array")
             return None
-        names = []
-        for i, definition in enumerate(definitions):
-            name = tool_name(definition)
-            if name is None:
-                problems.append(f"{TOOL_DEFINITIONS}[{i}] names no tool")
-                continue
-            names.append(name)
-        return names
-    functions = indexed(a, FUNCTIONS)
+        return tool_names(definitions, TOOL_DEFINITIONS, problems)
     if functions:
         names = []
         for i, fields in functions:
@@ -140,7 +140,10 @@ def _offered(a: dict[str, Any], problems: list[str]) -> list[str] | None:
 
 
 def _called(
-    a: dict[str, Any], events: list[tuple[str, dict[str, Any]]], problems: list[str]
+    a: dict[str, Any],
+    completions: list,
+    events: list[tuple[str, dict[str, Any]]],
+    problems: list[str],
 ) -> tuple[list[dict[str, Any]], str | None]:
     """The response's tool calls, and a finish reason the messages name."""
     if OUTPUT_MESSAGES in a:
@@ -162,7 +165,6 @@ def _called(
                     continue
                 calls.append(call)
         return calls, finish
-    completions = indexed(a, COMPLETIONS)
     if completions:
         calls, finish = [], None
         for n, fields in completions:
@@ -198,11 +200,12 @@ def _called(
     return calls, finish
 
 
-def _messages_count(a: dict[str, Any], events: list[tuple[str, dict[str, Any]]]) -> int | None:
+def _messages_count(
+    a: dict[str, Any], prompts: list, events: list[tuple[str, dict[str, Any]]]
+) -> int | None:
     if INPUT_MESSAGES in a:
         messages = json_value(a[INPUT_MESSAGES])
         return len(messages) if isinstance(messages, list) else None
-    prompts = indexed(a, PROMPTS)
     if prompts:
         return len(prompts)
     in_events = sum(1 for name, _ in events if name in MESSAGE_EVENTS)

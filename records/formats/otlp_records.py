@@ -76,7 +76,7 @@ def ts(ns: int) -> datetime:
 
 def envelope(kind: str, record_id: str, scope: Scope, ts_ns: int, data: dict) -> dict[str, Any]:
     raw: dict[str, Any] = {"id": record_id, "kind": kind, "run_id": scope.run_id, "ts": ts(ts_ns)}
-    for name in ("session_id", "agent", "parent_run_id"):
+    for name in ("session_id", "agent", "parent_run_id", "release"):
         value = getattr(scope, name)
         if value is not None:
             raw[name] = value

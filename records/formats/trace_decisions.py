@@ -10,6 +10,7 @@ all the spans of an export are read.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,9 @@ class Call:
     # Tool calls of the response: [{"name", "arguments"?, "id"?}].
     called: list[dict[str, Any]] = field(default_factory=list)
     explicit_iteration: int | None = None  # decisionboard.iteration on the span
+    end_ns: int = 0
+    # The failure's one verdict (error_verdict), read by provider.error and reliability alike.
+    verdict: ErrorVerdict | None = None
 
     @property
     def model(self) -> str | None:
@@ -163,10 +167,139 @@ def failure_cause(call: Call) -> str:
 def error_kind(status: int | None, error: str | None) -> str:
     """agentfootprint's errorKind of a failure."""
     lowered = (error or "").lower()
-    if status == 429 or "ratelimit" in lowered or "rate_limit" in lowered:
+    if status == 429 or any(word in lowered for word in _RATE_LIMIT_WORDS):
         return "rate-limit"
     if status is not None and 500 <= status <= 599:
         return "5xx-transient"
-    if any(word in lowered for word in ("internalserver", "unavailable", "overload", "timeout")):
+    if any(word in lowered for word in _TRANSIENT_WORDS):
         return "5xx-transient"
     return "unknown"
+
+
+_RATE_LIMIT_WORDS = ("ratelimit", "rate_limit", "rate limit", "too many requests")
+_TRANSIENT_WORDS = ("internalserver", "unavailable", "overload", "timeout", "timed out")
+# Statuses after which the same request may succeed, though they are not server failures.
+_RETRYABLE_CLIENT_STATUSES = frozenset({408, 409, 425})
+_CONNECTION_WORDS = ("connection", "connect", "econnreset", "econnrefused")
+# An error message that opens with its HTTP status, as the openai clients write them
+# ("503 gpt-4o is overloaded"), or names it ("Error code: 503", "status 503").
+_LEADING_STATUS = re.compile(r"^\s*([1-5]\d\d)\b(?!\.\d)")
+_NAMED_STATUS = re.compile(r"\b(?:Error code|status(?: code)?)[: =]+([1-5]\d\d)\b", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorVerdict:
+    """A failed call judged once: what `provider.error` stores and what a `reliability`
+    fallback says of the same failure."""
+
+    error: str  # the error type when the span names one, else the kind ("5xx-transient")
+    status: int | None
+    kind: str  # agentfootprint's errorKind
+    retryable: bool
+
+
+def error_verdict(
+    error_type: str | None,
+    status: int | None,
+    message: str | None,
+    retryable: bool | None = None,
+) -> ErrorVerdict:
+    """The verdict on a failure from what the span says: its error type, its HTTP status (or
+    the status its message opens with or names), its message's words; `retryable` when the
+    span says it (decisionboard.retryable). A rate limit or a transient server failure is
+    retryable, and so are a timeout, a conflict and a lost connection."""
+    if status is None and message:
+        found = _LEADING_STATUS.match(message) or _NAMED_STATUS.search(message)
+        status = int(found.group(1)) if found else None
+    words = " ".join(p for p in (error_type, message) if p)
+    kind = error_kind(status, words)
+    if retryable is None:
+        lowered = words.lower()
+        retryable = (
+            kind != "unknown"
+            or status in _RETRYABLE_CLIENT_STATUSES
+            or any(w in lowered for w in _CONNECTION_WORDS)
+        )
+    name = error_type or (kind if kind != "unknown" else None) or "error"
+    return ErrorVerdict(name, status, kind, retryable)
+
+
+# --- which model call asked for each tool ---------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ToolRun:
+    """One execution of a tool, as a trace reports it."""
+
+    span_key: tuple[str, str]
+    run_id: str
+    start_ns: int
+    name: str
+    call_id: str | None  # the id of the tool call it executes, when the span names it
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    call: tuple[str, str] | None  # the model call that asked for it; None: not in this export
+    # The index in that call's `called` the execution is of (counted once, with that call);
+    # None: the call did not list it, so the turn gains it.
+    index: int | None
+
+
+# By the clocks, a tool may seem to start up to this much before the response that asked for it
+# ended: SDKs (the AI SDK among them) stamp spans in whole milliseconds.
+CLOCK_SLACK_NS = 999_999
+
+
+def attribute_tools(calls: Sequence[Call], tools: Sequence[ToolRun]) -> dict:
+    """Each tool execution's model call, by the id of the tool call: the id the execution names
+    among the ids of the calls' responses, wherever the spans nest and whenever they end. Only
+    an execution without an id, or whose id no response of the export lists while a response
+    lists calls without ids, falls back on time: the latest answered call of its run that ended
+    by the time it started (CLOCK_SLACK_NS allowed), and there the first call of the same name
+    not yet executed. A call listed in a response is counted once, however many spans execute
+    it."""
+    # Ids are unique within a run, not across runs (a replayed conversation, a stub or a hostile
+    # export repeats them): the tool's own run first, another run's only when one alone has it.
+    by_id: dict[str, dict[str, tuple[tuple[str, str], int]]] = {}
+    answered: dict[str, list[Call]] = {}
+    for call in calls:
+        for i, called in enumerate(call.called):
+            call_id = called.get("id")
+            if isinstance(call_id, str) and call_id:
+                by_id.setdefault(call_id, {}).setdefault(call.run_id, (call.span_key, i))
+        if not call.failed:
+            answered.setdefault(call.run_id, []).append(call)
+    ends: dict[str, list[int]] = {}
+    for run_id, run_calls in answered.items():
+        run_calls.sort(key=lambda c: (c.end_ns, c.start_ns, c.span_key[1]))
+        ends[run_id] = [c.end_ns for c in run_calls]
+    taken: set[tuple[tuple[str, str], int]] = set()
+    out: dict[tuple[str, str], Attribution] = {}
+    for tool in sorted(tools, key=lambda t: (t.start_ns, t.span_key[1])):
+        runs = by_id.get(tool.call_id or "", {})
+        owner = runs.get(tool.run_id) or (next(iter(runs.values())) if len(runs) == 1 else None)
+        if owner is not None:
+            key, index = owner
+            taken.add((key, index))
+            out[tool.span_key] = Attribution(key, index)
+            continue
+        run_calls = answered.get(tool.run_id, [])
+        started = tool.start_ns + CLOCK_SLACK_NS
+        ended = bisect.bisect_right(ends.get(tool.run_id, []), started)
+        call = run_calls[ended - 1] if ended else None
+        out[tool.span_key] = _by_time(tool, call, taken)
+    return out
+
+
+def _by_time(tool: ToolRun, call: Call | None, taken: set) -> Attribution:
+    if call is None:
+        return Attribution(None, None)
+    for i, called in enumerate(call.called):
+        if called["name"] != tool.name or (call.span_key, i) in taken:
+            continue
+        if tool.call_id is not None and called.get("id"):
+            continue  # both have ids, and they differ: another call's execution
+        taken.add((call.span_key, i))
+        return Attribution(call.span_key, i)
+    if tool.call_id is not None and any(c.get("id") for c in call.called):
+        return Attribution(None, None)  # its call is one this export does not hold
+    return Attribution(call.span_key, None)

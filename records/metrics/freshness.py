@@ -32,21 +32,25 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections, router
+from django.db import DEFAULT_DB_ALIAS, connections, router
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Mod
 from django.utils import timezone
 
-from records.catchup import (
-    WATERMARK,
+from records.metrics.reader import time_of
+from records.models import (
+    LANE_WATERMARK,
+    Grain,
+    PendingBatch,
+    Record,
+    StreakSegment,
+    Watermark,
     configured_lanes,
     lane_of,
-    lane_watermarks,
     parse_lane_name,
     streaks_folded_name,
 )
-from records.metrics.reader import time_of
-from records.models import Grain, PendingBatch, Record, StreakSegment, Watermark
+from records.store.backends import backend
 
 
 def project_freshness(project_id: int, now: datetime | None = None) -> dict:
@@ -55,9 +59,10 @@ def project_freshness(project_id: int, now: datetime | None = None) -> dict:
     `last_pass_at` (its lane's last catch-up pass, None before the first).
 
     One statement: the lanes' watermark rows, each with the project's first PendingBatch
-    above it (an index probe). The rows are of one lane count at a time (rollup._switch_lanes),
-    so the project's is the one whose lane it falls in, whatever count this process is
-    configured with; before the first pass there is none, and every batch waits.
+    above it (an index probe). The rows are of one lane count at a time (the catch-up switches
+    them in one transaction), so the project's is the one whose lane it falls in, whatever
+    count this process is configured with; before the first pass there is none, and every
+    batch waits.
 
     Read from a replica (config.replicas), the replica's delay is added to the lag: a batch
     it has not replayed yet is invisible there, so its wait would otherwise go uncounted."""
@@ -65,7 +70,7 @@ def project_freshness(project_id: int, now: datetime | None = None) -> dict:
     first_waiting = PendingBatch.objects.filter(
         project_id=project_id, last_id__gt=OuterRef("last_id")
     ).order_by("last_id")
-    rows = lane_watermarks().annotate(
+    rows = Watermark.objects.lanes().annotate(
         waiting_since=Subquery(first_waiting.values("received_at")[:1])
     )
     last_pass_at = waiting_since = None
@@ -198,7 +203,7 @@ def _newest_id() -> int:
 
 def _watermarks() -> list[tuple[str, int, datetime | None, int, tuple[int, datetime] | None]]:
     """(name, last_id, last_pass_at, the newest record id, (id, received_at) of the first record
-    above last_id or None) of each lane's watermark row (rollup.lane_watermarks): index reads of
+    above last_id or None) of each lane's watermark row (Watermark.objects.lanes): index reads of
     the primary key, as subqueries of one statement.
 
     Written out once: the ORM took longer to compile it than the database to run it, and each
@@ -207,19 +212,17 @@ def _watermarks() -> list[tuple[str, int, datetime | None, int, tuple[int, datet
     keep their plans for the session (migration 0022): planned for
     each call they cost ten times what they read."""
     records, watermarks = Record._meta.db_table, Watermark._meta.db_table
-    if connection.vendor == "postgresql":
-        newest, first_above = "records_newest_id()", "records_first_above(w.last_id)"
-    else:
-        newest = f"(SELECT r.id FROM {records} r ORDER BY r.id DESC LIMIT 1)"
-        first_above = (
-            f"(SELECT CAST(r.id AS text) || ' ' || CAST(r.received_at AS text) FROM {records} r "
-            f"WHERE r.id > w.last_id ORDER BY r.id LIMIT 1)"
-        )
-    with connections[router.db_for_read(Watermark)].cursor() as cursor:
+    conn = connections[router.db_for_read(Watermark)]
+    store = backend(conn)
+    newest, first_above = (
+        store.newest_record(records),
+        store.first_record_above(records, "w.last_id"),
+    )
+    with conn.cursor() as cursor:
         cursor.execute(
             f"SELECT w.name, w.last_id, CAST(w.last_pass_at AS text), {newest}, {first_above} "
             f"FROM {watermarks} w WHERE w.name = %s OR w.name LIKE %s",
-            [WATERMARK, WATERMARK + ":%"],
+            [LANE_WATERMARK, LANE_WATERMARK + ":%"],
         )
         rows = cursor.fetchall()
     return [
@@ -257,8 +260,9 @@ def _oldest_pending(last_id: int, lane: int, lanes: int) -> tuple[int, datetime]
 
 def streaks_freshness(project_id: int) -> dict:
     """How settled a project's streaks are: the minutes whose late verdicts are not in them yet
-    (dirty: the workers recompute them at most every rollup.STREAK_SETTLE_SECONDS), and when its
-    lane last recomputed such minutes. Two indexed reads (the dirty minutes' partial index)."""
+    (dirty: the workers recompute them at most every STREAK_SETTLE_SECONDS of the catch-up), and
+    when its lane last recomputed such minutes. Two indexed reads (the dirty minutes' partial
+    index)."""
     lanes = configured_lanes()
     folded = (
         Watermark.objects.filter(name=streaks_folded_name(lane_of(project_id, lanes), lanes))

@@ -1,6 +1,7 @@
 """The keys of the PostgreSQL advisory locks the product takes, in one place so that no two
 locks share one: the lane switch and the creation of a day's partition once did, so a lane
-switch waited for partition creators and they for it (tests/test_pass_spacing.py keeps them apart).
+switch waited for partition creators and they for it (tests/records/catchup/test_pass_spacing.py
+keeps them apart).
 
 Single-key locks (one bigint), except PASS_WAITER_LOCK_CLASS, the class of the two-key form
 (class, lane): PostgreSQL keeps the two key spaces apart.

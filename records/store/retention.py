@@ -5,7 +5,7 @@ counted in whole UTC days: with 30, on 2026-12-01 the records from 2026-11-01 00
 Rollups, runs and streak segments are kept DECISIONBOARD_ROLLUP_RETENTION_DAYS (longer), so the
 charts and the runs list reach further back than the records behind them.
 
-`expire` runs hourly (workers.schedule). On PostgreSQL a day past retention is a whole partition
+`expire` runs hourly (config.beat_schedule). On PostgreSQL a day past retention is a whole partition
 DETACHed and DROPped (records.store.partitions), never a DELETE of its rows; the partitions are
 dropped at the longest retention of any project, and a project whose own retention is shorter has
 its older rows deleted in batches (a partition holds every project's records of its day, so it
@@ -61,6 +61,7 @@ from records.models import (
     Watermark,
 )
 from records.store import partitions
+from records.store.backends import backend
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +182,8 @@ def expire(now: datetime | None = None) -> Expiry:
     result = Expiry([], [])
     for project in Project.objects.all():
         _expire_side_state(project, kept_since(project, now), folded, result)
-    if connection.vendor == "postgresql":
+    store = backend()
+    if store.features.partitioned_records:
         _expire_partitions(now, folded, result)
     else:
         for project in Project.objects.all():
@@ -192,7 +194,7 @@ def expire(now: datetime | None = None) -> Expiry:
                 row="id",
             )
     _expire_rollups(now, result)
-    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+    if store.features.vacuums and not connection.in_atomic_block:
         result.keys_vacuumed = vacuum_keys()
     log.info("retention: %s", result)
     return result
@@ -420,9 +422,7 @@ def _delete_of_runs(model, project_id: int, run_ids: list[str]) -> int:
 
 def _in(column: str, values: list) -> tuple[str, list]:
     """`column` is one of `values`: one array parameter on PostgreSQL, a list on SQLite."""
-    if connection.vendor == "postgresql":
-        return f"{column} = ANY(%s)", [values]
-    return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
+    return backend().in_values(column, values)
 
 
 # --- the keys' follow-up VACUUM --------------------------------------------------------------
@@ -452,9 +452,7 @@ def vacuum_keys(*, share: float = VACUUM_DEAD_SHARE) -> bool:
 
 def _db_time(when: datetime):
     """A datetime as the database compares it (SQLite stores text)."""
-    if connection.vendor == "postgresql":
-        return when
-    return connection.ops.adapt_datetimefield_value(when.astimezone(UTC))
+    return backend().time_param(when)
 
 
 def delete_in_batches(table: str, where: str, params: list, *, row: str = "ctid") -> int:
@@ -462,14 +460,7 @@ def delete_in_batches(table: str, where: str, params: list, *, row: str = "ctid"
     transaction unless the caller holds one); returns how many. `row` addresses one row: ctid
     on a plain table or one partition (not on a partitioned parent, where ctids repeat), id
     elsewhere. On PostgreSQL the records' trigger deletes their keys."""
-    batch = partitions.BATCH if connection.vendor == "postgresql" else 5_000
-    select = f"SELECT {row} FROM {table} WHERE {where} LIMIT {batch}"
-    if connection.vendor == "postgresql":
-        # The outer WHERE repeats the condition so that a partitioned parent prunes.
-        sql = f"DELETE FROM {table} WHERE {row} = ANY(ARRAY({select})) AND {where}"
-        params = [*params, *params]
-    else:
-        sql = f"DELETE FROM {table} WHERE {row} IN ({select})"
+    sql, params, batch = backend().delete_batch(table, where, params, row)
     total = 0
     with connection.cursor() as cursor:
         while True:

@@ -10,7 +10,7 @@ with executemany. Both commit before returning, and both count a key repeated in
 as a duplicate. A run is created on first sight; the catch-up pass widens it and counts its
 records. A batch that stored records also leaves a PendingBatch row, which its project's
 freshness reads until the catch-up folds it. Records with usage are priced first
-(records.store.pricing).
+(records.store.ingest_pricing).
 
 Records and their keys have no foreign key constraint on their project (a check at commit for
 every row): a batch holds its project row with a key-share lock instead, taken once, and
@@ -33,8 +33,9 @@ from django.db import IntegrityError, connection, connections, transaction
 from records.contract.normalise import NormalisedRecord
 from records.models import PendingBatch, Project, Record, RecordKey, Run
 from records.store import partitions, retention
+from records.store.backends import backend
+from records.store.ingest_pricing import price_records
 from records.store.locks import INGEST_LOCK_KEY
-from records.store.pricing import price_records
 
 RECORD_TABLE = Record._meta.db_table
 RUN_TABLE = Run._meta.db_table
@@ -71,6 +72,7 @@ _TYPED_COLUMNS = (
     ("derived", "text"),
     ("cost_nano", "int8"),
     ("cost_source", "text"),
+    ("release", "text"),
 )
 COLUMNS = tuple(name for name, _ in _TYPED_COLUMNS)
 _COLUMN_TYPES = [pg_type for _, pg_type in _TYPED_COLUMNS]
@@ -179,14 +181,15 @@ def store_records(
     rows = list(unique.values())
     # Priced here, so that every way in (the records API, OTLP, the demo, a bench) stores cost.
     price_records(project_id, rows)
-    if connection.vendor == "postgresql":
+    store = backend()
+    if store.features.partitioned_records:
         # Before the transaction: creating a partition takes locks that ingest must not hold.
         first, last = retention.partition_window(now)
         partitions.cover((r.ts for r in rows), first, last)
     # Its own transaction (not one of the caller's): the stage was emptied by the last commit.
     own_transaction = connection.get_autocommit() and not connection.in_atomic_block
     with transaction.atomic():
-        if connection.vendor == "postgresql":
+        if store.features.copies_into_stages:
             by_kind = _insert_postgresql(project_id, rows, now, stage_empty=own_transaction)
         else:
             by_kind = _insert_sqlite(project_id, rows, now)
@@ -222,6 +225,7 @@ def record_row(record: NormalisedRecord, ts: object) -> tuple:
         record.derived_json,
         record.cost_nano,
         record.cost_source,
+        record.release,
     )
 
 
@@ -311,6 +315,5 @@ def hold_project_for_delete(sender, instance: Project, using: str, **kwargs) -> 
     """pre_delete of Project, sent in the delete's transaction before its records are deleted:
     the row's update lock waits for the batches storing into the project to commit, and keeps
     new ones waiting until the delete commits (they then find the project gone)."""
-    if connections[using].vendor == "postgresql":
-        with connections[using].cursor() as cursor:
-            cursor.execute(f"SELECT 1 FROM {PROJECT_TABLE} WHERE id = %s FOR UPDATE", [instance.pk])
+    with connections[using].cursor() as cursor:  # SQLite: the write transaction serialises
+        backend(connections[using]).lock_row(cursor, PROJECT_TABLE, instance.pk)

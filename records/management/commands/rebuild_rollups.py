@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.apps import apps
 from django.core.management.base import BaseCommand
 
-from records.catchup.rebuild import rebuild
+from records import catchup
 
 
 class Command(BaseCommand):
@@ -17,7 +17,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         models = {model.__name__: model for model in apps.get_app_config("records").get_models()}
-        done = rebuild(models, progress=lambda n: self.stdout.write(f"re-derived {n:,} records"))
+        done = catchup.rebuild(
+            models, progress=lambda n: self.stdout.write(f"re-derived {n:,} records")
+        )
         self.stdout.write(
             f"Re-derived {done:,} records; the rollups are rebuilt by the catch-up pass "
             "(any running worker)."

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workers.queues import Queue
+from config.queues import Queue
 
 
 def beat_schedule(lanes: int) -> dict:

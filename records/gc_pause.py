@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def collector_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """The collector off for the block; a thread that finds it paused leaves it to the one
     that paused it."""
     if not gc.isenabled():
