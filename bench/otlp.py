@@ -2,7 +2,8 @@
 same run.
 
     .venv/bin/python bench/otlp.py [--records 50000] [--batch 500] [--web-workers 2]
-                                   [--clients 1] [--rounds 6] [--shape events|openinference]
+                                   [--clients 1] [--rounds 6]
+                                   [--shape events|openinference|ai_sdk]
                                    [--database decisionboard_bench_otlp]
 
 1. Recreates a scratch database (`--database`), migrates it, issues three keys (one
@@ -14,6 +15,10 @@ same run.
    instrumentations send them (model, token counts, a dozen offered tools as JSON schemas, a
    tool call, messages), four a trace; the native set is what the mapping makes of them (a
    model_call, a model_selection and a tool-decision turn each), so both store the same records.
+   `--shape ai_sdk`: the Vercel AI SDK's own spans (AI SDK 4 to 6) as one agent run exports
+   them: an `ai.generateText`, three `ai.generateText.doGenerate` steps (offered tools in
+   `ai.prompt.tools`, the tool choice, the called tools with their ids, usage, metadata) and three
+   `ai.toolCall` executions linked by id; the native set is again what the mapping makes.
 3. Starts the product under gunicorn, and the OTLP/gRPC receiver (`manage.py serve_otlp_grpc`),
    and posts each set from `--clients` processes over keep-alive connections: records / wall
    time for each. The OTLP exports go both to /v1/traces and, the same bytes, to the gRPC
@@ -159,8 +164,6 @@ def openinference_exports(spans: int, batch: int, seed: int = 7) -> tuple[list[b
     )
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-    from records.formats.otlp import map_export
-
     rng = random.Random(seed)
     tools = [f"tool_{i}" for i in range(30)]
     now = int(time.time() * 1e9)
@@ -211,11 +214,108 @@ def openinference_exports(spans: int, batch: int, seed: int = 7) -> tuple[list[b
                              else AnyValue(string_value=value))  # fmt: skip
                 span.attributes.append(KeyValue(key=key, value=any_value))
         bodies.append(request.SerializeToString())
-        mapped = [m.raw for m in map_export(request).records]
-        for raw in mapped:  # as an agent would post them: RFC 3339 text
-            raw["ts"] = raw["ts"].isoformat()
-        records.append(mapped)
+        records.append(mapped_records(request))
     return bodies, records
+
+
+def ai_sdk_exports(spans: int, batch: int, seed: int = 7) -> tuple[list[bytes], list]:
+    """AI SDK 6 agent runs (seven spans each, whole runs to an export of about `batch` spans) and
+    the raw records the mapping makes of each export, for the native side."""
+    import random
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
+
+    rng = random.Random(seed)
+    tools = [json.dumps({"type": "function", "name": f"tool_{i}", "description": "A tool.",
+                         "inputSchema": {"type": "object", "properties": {}}})
+             for i in range(12)]  # fmt: skip
+    now = int(time.time() * 1e9) // 1_000_000 * 1_000_000  # the AI SDK stamps milliseconds
+    common = {"ai.telemetry.functionId": "support", "ai.settings.maxRetries": 2,
+              "ai.telemetry.metadata.userId": "user-7"}  # fmt: skip
+
+    def add_span(scope, trace_id: bytes, n: int, parent: bytes, name: str, start_ms: int,
+                 duration_ms: int, attributes: dict) -> bytes:  # fmt: skip
+        span_id = hashlib.sha256(f"ai-sdk-{n}-{name}-{start_ms}".encode()).digest()[:8]
+        span = scope.spans.add(
+            trace_id=trace_id, span_id=span_id, parent_span_id=parent, name=name,
+            start_time_unix_nano=now + start_ms * 1_000_000,
+            end_time_unix_nano=now + (start_ms + duration_ms) * 1_000_000 + 371_123,
+        )  # fmt: skip
+        for key, value in {"ai.operationId": name, **common, **attributes}.items():
+            if isinstance(value, list):
+                any_value = AnyValue(array_value=ArrayValue(
+                    values=[AnyValue(string_value=v) for v in value]))  # fmt: skip
+            elif isinstance(value, int):
+                any_value = AnyValue(int_value=value)
+            else:
+                any_value = AnyValue(string_value=value)
+            span.attributes.append(KeyValue(key=key, value=any_value))
+        return span_id
+
+    bodies, records = [], []
+    runs = max(1, spans // 7)
+    per_export = max(1, batch // 7)
+    for first in range(0, runs, per_export):
+        request = ExportTraceServiceRequest()
+        resource = request.resource_spans.add()
+        resource.resource.attributes.add(key="service.name", value=AnyValue(string_value="bench"))
+        scope = resource.scope_spans.add()
+        for n in range(first, min(first + per_export, runs)):
+            trace_id = hashlib.sha256(f"ai-sdk-run-{n}".encode()).digest()[:16]
+            start = (n - runs) * 1000
+            model = rng.choice(("gpt-4o-mini", "gpt-4o"))
+            outer = {
+                "ai.model.provider": "openai.chat",
+                "ai.model.id": model,
+                "ai.telemetry.metadata.sessionId": f"session-{n // 10}",
+                "ai.prompt": json.dumps({"prompt": "Where is my order? " * 8}),
+            }
+            root = add_span(scope, trace_id, n, b"", "ai.generateText", start, 900, outer)
+            for step in range(3):
+                called = [] if step == 2 else [rng.randrange(12) for _ in range(2 - step)]
+                calls = [
+                    {"toolCallId": f"call_{n}_{step}_{i}", "toolName": f"tool_{t}",
+                     "input": json.dumps({"order": n})}
+                    for i, t in enumerate(called)
+                ]  # fmt: skip
+                forced = '{"type":"tool","toolName":"tool_3"}' if step == 1 else '{"type":"auto"}'
+                attributes = {
+                    "ai.model.provider": "openai.chat", "ai.model.id": model,
+                    "gen_ai.system": "openai.chat", "gen_ai.request.model": model,
+                    "gen_ai.response.model": model, "ai.prompt.tools": tools,
+                    "ai.prompt.toolChoice": forced,
+                    "ai.prompt.messages": json.dumps([{"role": "user", "content": "Hi " * 40}]),
+                    "gen_ai.usage.input_tokens": rng.randint(200, 4000),
+                    "gen_ai.usage.output_tokens": rng.randint(10, 400),
+                    "ai.usage.cachedInputTokens": 0,
+                    "ai.response.finishReason": "tool-calls" if calls else "stop",
+                    "ai.telemetry.metadata.sessionId": f"session-{n // 10}",
+                }  # fmt: skip
+                if calls:
+                    attributes["ai.response.toolCalls"] = json.dumps(calls)
+                add_span(scope, trace_id, n, root, "ai.generateText.doGenerate",
+                         start + step * 300, 250, attributes)  # fmt: skip
+                for call in calls:
+                    add_span(scope, trace_id, n, root, "ai.toolCall", start + step * 300 + 250,
+                             20, {"ai.toolCall.name": call["toolName"],
+                                  "ai.toolCall.id": call["toolCallId"],
+                                  "ai.toolCall.args": call["input"]})  # fmt: skip
+        bodies.append(request.SerializeToString())
+        records.append(mapped_records(request))
+    return bodies, records
+
+
+def mapped_records(request) -> list[dict]:
+    """The raw records the mapping makes of an export, as an agent would post them."""
+    from records.formats.otlp import map_export
+
+    mapped = [m.raw for m in map_export(request).records]
+    for raw in mapped:  # RFC 3339 text
+        raw["ts"] = raw["ts"].isoformat()
+    return mapped
 
 
 def timed_posts(port: int, key: str, path: str, content_type: str, bodies, clients: int) -> float:
@@ -235,9 +335,10 @@ def main() -> None:
     parser.add_argument("--grpc-threads", type=int, default=8, help="the receiver's threads")
     parser.add_argument(
         "--shape",
-        choices=("events", "openinference"),
+        choices=("events", "openinference", "ai_sdk"),
         default="events",
-        help="the OTLP spans: decisionboard.<kind> events, or OpenInference LLM spans",
+        help="the OTLP spans: decisionboard.<kind> events, OpenInference LLM spans, or AI SDK "
+        "agent runs",
     )
     parser.add_argument(
         "--database", default="decisionboard_bench_otlp", help="the scratch database (recreated)"
@@ -260,9 +361,10 @@ def main() -> None:
     for name in ("native", "otlp", "grpc", "client", "warm-up"):
         keys[name] = ApiKey.issue(Project.objects.create(name=name), ApiKey.Scope.INGEST)[1]
     end = datetime.now(UTC).replace(microsecond=0)
-    if args.shape == "openinference":
-        # --records counts spans here; each maps to three records.
-        otlp, chunks = openinference_exports(args.records, args.batch)
+    if args.shape in ("openinference", "ai_sdk"):
+        # --records counts spans here: each model call maps to three records.
+        shape = openinference_exports if args.shape == "openinference" else ai_sdk_exports
+        otlp, chunks = shape(args.records, args.batch)
         records = [record for chunk in chunks for record in chunk]
     else:
         records = list(

@@ -16,7 +16,7 @@ MAX_ARGUMENTS_CHARS = 16_384
 
 @dataclass(slots=True)
 class LlmRead:
-    convention: str  # "gen_ai", "openllmetry" or "openinference"
+    convention: str  # "gen_ai", "openllmetry", "openinference" or "ai_sdk"
     provider: str | None = None
     request_model: str | None = None
     response_model: str | None = None
@@ -30,9 +30,15 @@ class LlmRead:
     offered: list[str] | None = None
     called: list[dict[str, Any]] = field(default_factory=list)
     messages_count: int | None = None
+    response_id: str | None = None  # the response's id, when the span names it
     error_type: str | None = None
     error_message: str | None = None
     status: int | None = None
+    # The tool choice the request forced ({type, name?}); None when it forced none or not said.
+    tool_choice: dict[str, str] | None = None
+    # The model the agent was configured with (its agent span says), when it names one: a step
+    # on another model is a swap.
+    configured_model: str | None = None
     # Attributes the convention requires that the span lacks (stored anyway, flagged).
     missing: list[str] = field(default_factory=list)
     # What could not be read (a tool schema that is not JSON, a tool call without a name).

@@ -13,15 +13,20 @@ A span that none of them maps is named in the Mapping's problems. Pure functions
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from records.formats import (
+    ai_sdk_spans,
+    genai_messages,
+    openinference,
+    same_request,
+    trace_decisions,
+)
 from records.formats import attributes as attrs
-from records.formats import genai_messages, openinference, trace_decisions
 from records.formats.llm_read import LlmRead
 from records.formats.otlp_events import json_or_text, record_event
 from records.formats.otlp_records import Mapped, Mapping, PendingCall, envelope, otel_ref
@@ -42,13 +47,13 @@ from records.formats.otlp_spans import (
     Scope,
     SpanView,
     Trace,
+    is_agent,
     spans_of,
 )
 
-# Statuses and error types after which the same request may succeed (a provider.error's
-# `retryable` when the span does not say it with decisionboard.retryable).
-_RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
-_RETRYABLE_WORDS = ("timeout", "ratelimit", "rate_limit", "overload", "unavailable", "connection")
+# Tool executions whose call a model call exported apart lists
+# (ai_sdk_spans.listed_by_its_call): that call counts them.
+_LISTED_ELSEWHERE = "tool execution of a call exported apart"
 
 
 def _explicit_iteration(span: SpanView) -> int | None:
@@ -69,6 +74,8 @@ def is_model_call(span: SpanView) -> bool:
     """A model-call span of any convention: GenAI inference, OpenLLMetry chat, OpenInference LLM."""
     if span.oi_kind is not None and span.operation is None:
         return span.oi_kind == openinference.LLM
+    if span.ai_operation is not None and span.operation is None:
+        return ai_sdk_spans.is_model_call(span.ai_operation)
     return genai_messages.is_inference(span.operation, span.attributes)
 
 
@@ -81,12 +88,37 @@ def read_model_call(span: SpanView, export: openinference.ExportReading | None =
             read.error_message = span.status_message or None
         return read
     events = [(e.name, e.attributes) for e in span.events if e.name.startswith(("gen_ai.", "exc"))]
+    if span.ai_operation is not None and span.operation is None:
+        return ai_sdk_spans.read_llm(span.attributes, events, span.status_message)
     return genai_messages.read_llm(span.attributes, events, span.status_message)
+
+
+def _read_agent_spans(span: SpanView, trace: Trace, read: LlmRead) -> None:
+    """What the call's enclosing spans say of it: the model its nearest agent span was
+    configured with, and the tool choice an AI SDK 7 step span forced."""
+    for node in trace.ancestors(span):
+        if read.tool_choice is None:
+            read.tool_choice = ai_sdk_spans.step_tool_choice(node.operation, node.attributes)
+        if is_agent(node):
+            read.configured_model = ai_sdk_spans.configured_model(
+                node.ai_operation, node.operation, node.attributes
+            )
+            return
 
 
 def collect_call(span: SpanView, trace: Trace, mapping: Mapping) -> None:
     read = read_model_call(span, mapping.openinference)
+    _read_agent_spans(span, trace, read)
     failed = span.failed or read.error_type is not None
+    verdict = None
+    if failed:
+        said = span.attributes.get(RETRYABLE)
+        verdict = trace_decisions.error_verdict(
+            read.error_type,
+            read.status,
+            read.error_message or span.status_message or None,
+            said if isinstance(said, bool) else None,
+        )
     call = trace_decisions.Call(
         span_key=(span.trace_id, span.span_id),
         run_id=trace.scope(span).run_id,
@@ -95,13 +127,20 @@ def collect_call(span: SpanView, trace: Trace, mapping: Mapping) -> None:
         response_model=read.response_model,
         provider=read.provider,
         failed=failed,
-        error=read.error_type or (span.status_message if failed else None),
-        status=read.status,
+        # The first line of a message: the clients' messages go on with a stack trace.
+        error=read.error_type or (_first_line(span.status_message) if failed else None),
+        status=verdict.status if verdict is not None else read.status,
         offered=read.offered,
         called=read.called,
         explicit_iteration=_explicit_iteration(span),
+        end_ns=span.end_ns,
+        verdict=verdict,
     )
     mapping.calls.append(PendingCall(span, read, call))
+
+
+def _first_line(message: str) -> str | None:
+    return message.strip().split("\n", 1)[0].strip() or None
 
 
 def model_call_records(trace: Trace, mapping: Mapping) -> None:
@@ -110,6 +149,7 @@ def model_call_records(trace: Trace, mapping: Mapping) -> None:
     was offered and called), a `model_selection` when both request and response models are
     known (a swap when trace_decisions.is_swap), and a `reliability` fallback_triggered for each
     failed call followed by another model (trace_decisions.fallbacks)."""
+    same_request.count_once(trace, mapping)
     calls = [p.call for p in mapping.calls]
     iterations = trace_decisions.iterations(calls)
     for pending in mapping.calls:
@@ -119,7 +159,7 @@ def model_call_records(trace: Trace, mapping: Mapping) -> None:
         for problem in read.problems:
             mapping.reject(span, problem)
         if call.failed:
-            _provider_error(span, read, iteration, scope, mapping)
+            _provider_error(span, read, call.verdict, iteration, scope, mapping)
         else:
             _model_call(span, read, iteration, scope, mapping)
             _selection(span, read, iteration, scope, mapping)
@@ -180,14 +220,10 @@ def _model_call(span: SpanView, read: LlmRead, iteration: int, scope: Scope, map
     )
 
 
-def _provider_error(span: SpanView, read: LlmRead, iteration: int, scope: Scope, mapping) -> None:
-    """A failed model call (status ERROR, error.type or an exception event)."""
-    error = read.error_type or "error"
-    status = read.status
-    retryable = span.attributes.get(RETRYABLE)
-    if not isinstance(retryable, bool):
-        lowered = error.lower()
-        retryable = status in _RETRYABLE_STATUSES or any(w in lowered for w in _RETRYABLE_WORDS)
+def _provider_error(span: SpanView, read: LlmRead, verdict, iteration: int, scope: Scope, mapping):
+    """A failed model call (status ERROR, error.type or an exception event), with the verdict
+    its fallback's reliability record repeats (trace_decisions.error_verdict)."""
+    error, status, retryable = verdict.error, verdict.status, verdict.retryable
     data: dict[str, Any] = {
         "error": error,
         "provider": read.provider or "unknown",
@@ -198,6 +234,8 @@ def _provider_error(span: SpanView, read: LlmRead, iteration: int, scope: Scope,
         data["status"] = status
     if read.error_message:
         data["message"] = read.error_message
+    if read.tool_choice is not None:
+        data["toolChoice"] = read.tool_choice
     data["otel"] = otel_ref(
         span, operation=span.operation, convention=read.convention, durationMs=span.duration_ms,
         iteration=iteration, **_missing(read),
@@ -208,20 +246,30 @@ def _provider_error(span: SpanView, read: LlmRead, iteration: int, scope: Scope,
 
 
 def _selection(span: SpanView, read: LlmRead, iteration: int, scope: Scope, mapping) -> None:
-    """Request and response model both known: the provider's model selection for this call."""
+    """Request and response model both known: the provider's model selection for this call.
+    When the call's agent span names the model it was configured with, that model is the
+    default: a step on another model (the AI SDK's prepareStep) is a swap too."""
     requested, answered = read.request_model, read.response_model
     if not requested or not answered:
         return
     swap = trace_decisions.is_swap(requested, answered)
+    # A dated snapshot of the requested model is the requested model (no swap).
+    selected = answered if swap else requested
+    default = requested
+    if read.configured_model is not None:
+        default = read.configured_model
+        swap = trace_decisions.is_swap(default, selected)
+        selected = selected if swap else default
     data = {
         "step": iteration,
-        "default_model": requested,
-        # A dated snapshot of the requested model is the requested model (no swap).
-        "selected_model": answered if swap else requested,
+        "default_model": default,
+        "selected_model": selected,
         "action": "select" if swap else "continue",
         "responseModel": answered,
         "otel": otel_ref(span, convention=read.convention),
     }
+    if read.tool_choice is not None:
+        data["request_patch"] = {"tool_choice": read.tool_choice}
     record_id = f"otel:{span.trace_id}:{span.span_id}:selection"
     raw = envelope("model_selection", record_id, scope, span.end_ns, data)
     mapping.records.append(Mapped(span, raw, note="(model_selection)"))
@@ -232,6 +280,8 @@ def _tool_decision(span, read: LlmRead, call, iteration: int, scope: Scope, mapp
     if decision is None:
         return
     data: dict[str, Any] = {"iteration": iteration, "toolCalls": read.called}
+    if read.tool_choice is not None:
+        data["toolChoice"] = read.tool_choice
     if decision.offered is not None:
         data["offered"] = decision.offered
         # The offered names map to themselves: a called name outside them is invented.
@@ -255,7 +305,9 @@ def _fallback(fallback, by_key: dict, trace: Trace, iterations: dict, mapping: M
         "primary": fallback.failed.request_model or fallback.failed.model,
         "fallback": fallback.next.request_model or fallback.next.model,
         "reason": fallback.cause,
-        "errorKind": trace_decisions.error_kind(fallback.failed.status, fallback.failed.error),
+        "errorKind": fallback.failed.verdict.kind
+        if fallback.failed.verdict is not None
+        else trace_decisions.error_kind(fallback.failed.status, fallback.failed.error),
     }
     if fallback.failed.provider:
         data["fromProvider"] = fallback.failed.provider
@@ -272,72 +324,64 @@ def _fallback(fallback, by_key: dict, trace: Trace, iterations: dict, mapping: M
 
 
 def tool_turns(tools: list[SpanView], trace: Trace, mapping: Mapping) -> None:
-    """`execute_tool` spans → the toolCalls of one `turn` per model response.
-
-    A tool span belongs to the response of the latest inference span under the same parent that
-    ended before the tool started; the turn takes that span's id, finish reason and duration.
-    Tools whose response is not in this export form a turn named after the first of them.
+    """`execute_tool` (and OpenInference TOOL) spans → the toolCalls of the turn of the model
+    call that asked for them (trace_decisions.attribute_tools: by the tool call's id, by time
+    only without one). A call the response lists is counted once, in that call's own tool
+    decision; the execution adds its span and any error. Executions whose call is not in this
+    export form a turn named after each of them.
     """
-    # Inference spans by parent, in the order they ended, with their end times to bisect.
-    responses: dict[tuple[str, str], list[SpanView]] = {}
-    for span in trace.spans:
-        if is_model_call(span):
-            responses.setdefault((span.trace_id, span.parent_span_id), []).append(span)
-    ends: dict[tuple[str, str], list[int]] = {}
-    for key, siblings in responses.items():
-        siblings.sort(key=lambda s: (s.end_ns, s.span_id))
-        ends[key] = [s.end_ns for s in siblings]
-    turns: dict[tuple[str, str], tuple[SpanView | None, list[SpanView]]] = {}
-    for tool in sorted(tools, key=lambda s: (s.start_ns, s.span_id)):
-        parent = (tool.trace_id, tool.parent_span_id)
-        ended = bisect.bisect_right(ends.get(parent, ()), tool.start_ns)
-        response = responses[parent][ended - 1] if ended else None
-        anchor = response or tool
-        key = (anchor.trace_id, anchor.span_id)
-        turns.setdefault(key, (response, []))[1].append(tool)
-    for (trace_id, anchor_id), (response, calls) in turns.items():
-        tool_calls = []
-        errors = []
-        for tool in calls:
-            if tool.oi_kind == openinference.TOOL and tool.operation is None:
-                call = openinference.tool_span_call(tool.attributes)
-                if call is None:  # a handoff (the Agents SDK's), not a tool
-                    continue
-                name = call["name"]
-            else:
-                name = attrs.text(tool.attributes.get(TOOL_NAME)) or _tool_name_from_span(tool.name)
-                if name is None:
-                    mapping.reject(tool, "an execute_tool span without gen_ai.tool.name")
-                    continue
-                call = {"name": name}
-                arguments = tool.attributes.get(TOOL_ARGUMENTS)
-                if arguments is not None:
-                    call["arguments"] = json_or_text(arguments)
-                call_id = attrs.text(tool.attributes.get(TOOL_CALL_ID))
-                if call_id is not None:
-                    call["id"] = call_id
-            tool_calls.append(call)
-            if tool.failed:
-                errors.append(
-                    {
-                        "tool": name,
-                        "error": attrs.text(tool.attributes.get(ERROR_TYPE))
-                        or tool.status_message
-                        or "error",
-                    }
-                )
-        if not tool_calls:
+    runs: list[trace_decisions.ToolRun] = []
+    read: dict[tuple[str, str], tuple[SpanView, dict[str, Any]]] = {}
+    listed = {
+        called["id"]
+        for pending in mapping.calls
+        for called in pending.call.called
+        if isinstance(called.get("id"), str)
+    }
+    for tool in tools:
+        call = _tool_span_call(tool, mapping)
+        if call is None:
             continue
-        first = calls[0]
-        decided = mapping.decision_turns.get((trace_id, anchor_id))
+        if call.get("id") not in listed and ai_sdk_spans.listed_by_its_call(
+            tool.ai_operation, tool.operation, tool.attributes
+        ):
+            # Its model call went in another export (a batching exporter splits a run), and
+            # that call's response lists it: counted there, not a second time here.
+            mapping.seen[_LISTED_ELSEWHERE] = mapping.seen.get(_LISTED_ELSEWHERE, 0) + 1
+            continue
+        key = (tool.trace_id, tool.span_id)
+        read[key] = (tool, call)
+        runs.append(
+            trace_decisions.ToolRun(
+                key, trace.scope(tool).run_id, tool.start_ns, call["name"], call.get("id")
+            )
+        )
+    attribution = trace_decisions.attribute_tools([p.call for p in mapping.calls], runs)
+    responses = {p.call.span_key: p.span for p in mapping.calls}
+    turns: dict[tuple[str, str], list[tuple[SpanView, dict[str, Any], int | None]]] = {}
+    for run in sorted(runs, key=lambda r: (r.start_ns, r.span_key[1])):
+        tool, call = read[run.span_key]
+        found = attribution[run.span_key]
+        anchor = found.call or run.span_key
+        turns.setdefault(anchor, []).append((tool, call, found.index))
+    for anchor, executions in turns.items():
+        errors = [_execution_error(tool, call) for tool, call, _ in executions if tool.failed]
+        added = [call for _, call, index in executions if index is None]
+        span_ids = [tool.span_id for tool, _, _ in executions]
+        decided = mapping.decision_turns.get(anchor)
         if decided is not None:
             # The model call's own tool decision names the calls: the executions add their
             # errors and spans to it rather than a second turn.
+            data = decided.raw["data"]
+            if added:
+                data["toolCalls"] = [*data["toolCalls"], *added]
             if errors:
-                decided.raw["data"]["executionError"] = errors[0] if len(errors) == 1 else errors
-            decided.raw["data"]["otel"]["toolSpanIds"] = [t.span_id for t in calls]
+                data["executionError"] = errors[0] if len(errors) == 1 else errors
+            data["otel"]["toolSpanIds"] = span_ids
             continue
-        data: dict[str, Any] = {"toolCalls": tool_calls}
+        first = executions[0][0]
+        response = responses.get(anchor)
+        data = {"toolCalls": [call for _, call, _ in executions]}
         if response is not None:
             reasons = _finish_reasons(response)
             if reasons:
@@ -345,11 +389,40 @@ def tool_turns(tools: list[SpanView], trace: Trace, mapping: Mapping) -> None:
             data["durationMs"] = response.duration_ms
         if errors:
             data["executionError"] = errors[0] if len(errors) == 1 else errors
-        data["otel"] = otel_ref(response or first, toolSpanIds=[t.span_id for t in calls])
-        ts_ns = max(t.end_ns for t in calls)
-        record_id = f"otel:{trace_id}:{anchor_id}:turn"
-        raw = envelope("turn", record_id, trace.scope(first), ts_ns, data)
+        data["otel"] = otel_ref(response or first, toolSpanIds=span_ids)
+        ts_ns = max(tool.end_ns for tool, _, _ in executions)
+        record_id = f"otel:{anchor[0]}:{anchor[1]}:turn"
+        scope = trace.scope(response or first)
+        raw = envelope("turn", record_id, scope, ts_ns, data)
         mapping.records.append(Mapped(first, raw, note="(turn)"))
+
+
+def _tool_span_call(tool: SpanView, mapping: Mapping) -> dict[str, Any] | None:
+    """A tool span's execution as a toolCalls item (None: a handoff, or rejected)."""
+    if tool.oi_kind == openinference.TOOL and tool.operation is None:
+        return openinference.tool_span_call(tool.attributes)
+    if tool.ai_operation is not None and tool.operation is None:
+        call = ai_sdk_spans.tool_span_call(tool.attributes)
+        if call is None:
+            mapping.reject(tool, f"an ai.toolCall span without {ai_sdk_spans.TOOL_CALL_NAME}")
+        return call
+    name = attrs.text(tool.attributes.get(TOOL_NAME)) or _tool_name_from_span(tool.name)
+    if name is None:
+        mapping.reject(tool, "an execute_tool span without gen_ai.tool.name")
+        return None
+    call: dict[str, Any] = {"name": name}
+    arguments = tool.attributes.get(TOOL_ARGUMENTS)
+    if arguments is not None:
+        call["arguments"] = json_or_text(arguments)
+    call_id = attrs.text(tool.attributes.get(TOOL_CALL_ID))
+    if call_id is not None:
+        call["id"] = call_id
+    return call
+
+
+def _execution_error(tool: SpanView, call: dict[str, Any]) -> dict[str, Any]:
+    error = attrs.text(tool.attributes.get(ERROR_TYPE)) or tool.status_message or "error"
+    return {"tool": call["name"], "error": error}
 
 
 def _finish_reasons(span: SpanView) -> list[str]:
@@ -379,7 +452,20 @@ class SpanMapping:
 def _is_tool(span: SpanView) -> bool:
     if span.operation is None and span.oi_kind is not None:
         return span.oi_kind == openinference.TOOL
+    if span.operation is None and span.ai_operation is not None:
+        return ai_sdk_spans.is_tool(span.ai_operation)
     return span.operation == EXECUTE_TOOL
+
+
+def _is_structure(span: SpanView) -> bool:
+    """A span that only gives the records under it their run and agent: agent spans of every
+    convention, and the AI SDK's spans around its calls (`ai.generateText`, `agent_step`)."""
+    return (
+        span.operation == INVOKE_AGENT
+        or AGENT_NAME in span.attributes
+        or span.oi_kind in openinference.STRUCTURE
+        or ai_sdk_spans.is_structure(span.ai_operation, span.operation)
+    )
 
 
 SPAN_MAPPINGS: tuple[SpanMapping, ...] = (
@@ -388,15 +474,7 @@ SPAN_MAPPINGS: tuple[SpanMapping, ...] = (
     SpanMapping("model_call / provider.error", is_model_call, collect_call),
     # Grouped into turns after all spans are seen (tool_turns).
     SpanMapping("turn.toolCalls", _is_tool, None),
-    SpanMapping(
-        "run / sub-run and agent",
-        lambda s: (
-            s.operation == INVOKE_AGENT
-            or AGENT_NAME in s.attributes
-            or s.oi_kind in openinference.STRUCTURE
-        ),
-        None,
-    ),
+    SpanMapping("run / sub-run and agent", _is_structure, None),
     # OpenInference kinds that carry no decision (retrievers, embeddings, ...): seen, kept
     # out of the rejected count.
     SpanMapping("seen", lambda s: s.oi_kind in openinference.SEEN_ONLY, None),
@@ -436,7 +514,7 @@ def map_export(request: ExportTraceServiceRequest) -> Mapping:
         elif declaration is not None and declaration.becomes == "turn.toolCalls":
             tools.append(span)
         elif declaration is not None:
-            what = span.oi_kind or span.operation or declaration.becomes
+            what = span.oi_kind or span.operation or span.ai_operation or declaration.becomes
             mapping.seen[what] = mapping.seen.get(what, 0) + 1
         elif declaration is None and not has_events:
             mapping.reject(

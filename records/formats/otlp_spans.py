@@ -18,8 +18,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
+from records.formats import ai_sdk_spans, openinference
 from records.formats import attributes as attrs
-from records.formats import openinference
 
 # --- attribute names -------------------------------------------------------------------------
 # Decisionboard's own attributes: on a span (inherited by its descendants in the same export),
@@ -43,9 +43,19 @@ TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
 ERROR_TYPE = "error.type"
+# What the agent ran as, the record's `release`: the resource's service.version, unless a span
+# of the lineage names the agent's version, unless the AI SDK caller's metadata names a release.
+SERVICE_VERSION = "service.version"
+AGENT_VERSION = "gen_ai.agent.version"
+# (AI SDK 7 passes the caller's context as ai.settings.context.*, as it does the session.)
+RELEASE_NAMES = (
+    ai_sdk_spans.METADATA + "release",
+    ai_sdk_spans.RUNTIME_CONTEXT + "release",
+    AGENT_VERSION,
+)
 # Where a span's agent and session are named, in the order they are looked for.
-AGENT_NAMES = (AGENT, AGENT_NAME, openinference.AGENT_NAME)
-SESSION_NAMES = (SESSION_ID, CONVERSATION_ID, openinference.SESSION_ID)
+AGENT_NAMES = (AGENT, AGENT_NAME, openinference.AGENT_NAME, ai_sdk_spans.FUNCTION_ID)
+SESSION_NAMES = (SESSION_ID, CONVERSATION_ID, openinference.SESSION_ID, *ai_sdk_spans.SESSION_KEYS)
 
 EXECUTE_TOOL = "execute_tool"
 INVOKE_AGENT = "invoke_agent"
@@ -91,12 +101,15 @@ class SpanView:
     operation: str | None = None
     # openinference.span.kind (upper case) when it is a string.
     oi_kind: str | None = None
+    # The Vercel AI SDK's operation (`ai.generateText.doGenerate`, ...) when it is one.
+    ai_operation: str | None = None
 
     def __post_init__(self) -> None:
         value = self.attributes.get(OPERATION)
         self.operation = value if isinstance(value, str) else None
         if openinference.SPAN_KIND in self.attributes:
             self.oi_kind = openinference.kind_of(self.attributes)
+        self.ai_operation = ai_sdk_spans.operation_id(self.name, self.attributes)
 
     @property
     def label(self) -> str:
@@ -219,6 +232,7 @@ class Scope(NamedTuple):
     parent_run_id: str | None
     agent: str | None
     session_id: str | None
+    release: str | None = None
 
 
 class Trace:
@@ -234,9 +248,10 @@ class Trace:
         self.by_id = {(s.trace_id, s.span_id): s for s in spans}
         self._scopes: dict[tuple[str, str], Scope] = {}
         # What a resource's attributes give a span that has no attributes and no ancestor in
-        # the export: (run_id or None for the trace, parent_run_id, agent, session_id).
-        self._resource_scopes: dict[int, tuple[str | None, str | None, str | None, str | None]]
+        # the export: (run_id or None for the trace, parent_run_id, agent, session_id, release).
+        self._resource_scopes: dict[int, tuple[str | None, ...]]
         self._resource_scopes = {}
+        self._structure_agents: dict[tuple[str, str], str | None] = {}
 
     def ancestors(self, span: SpanView) -> list[SpanView]:
         """The span's parent, grandparent, ... as far as this export holds them."""
@@ -267,9 +282,28 @@ class Trace:
         return Scope(
             run_id=run_id,
             parent_run_id=parent_run_id,
-            agent=inherited(lineage, AGENT_NAMES),
+            agent=self._agent(lineage),
             session_id=inherited(lineage, SESSION_NAMES),
+            release=release_of(lineage),
         )
+
+    def _agent(self, lineage: list[SpanView]) -> str | None:
+        """The nearest agent the lineage names: an agent attribute, else the agent a structure
+        span stands for (openinference.structure_agent), else the resource's."""
+        for node in lineage:
+            for name in AGENT_NAMES:
+                value = attrs.text(node.attributes.get(name))
+                if value is not None:
+                    return value
+            if node.oi_kind in openinference.STRUCTURE:
+                key = (node.trace_id, node.span_id)
+                if key not in self._structure_agents:
+                    self._structure_agents[key] = openinference.structure_agent(
+                        node.oi_kind, node.name, node.attributes
+                    )
+                if self._structure_agents[key] is not None:
+                    return self._structure_agents[key]
+        return _resource_agent(lineage[0])
 
     def _resource_scope(self, span: SpanView) -> Scope:
         """The scope of a span that says nothing itself and has no ancestor in the export (a
@@ -283,9 +317,10 @@ class Trace:
                 inherited(lineage, (PARENT_RUN_ID,)),
                 inherited(lineage, AGENT_NAMES),
                 inherited(lineage, SESSION_NAMES),
+                release_of(lineage),
             )
-        run_id, parent_run_id, agent, session_id = found
-        return Scope(run_id or span.trace_id, parent_run_id, agent, session_id)
+        run_id, parent_run_id, agent, session_id, release = found
+        return Scope(run_id or span.trace_id, parent_run_id, agent, session_id, release)
 
     def _run(self, span: SpanView, lineage: list[SpanView]) -> tuple[str, str | None]:
         """The run a span belongs to, and that run's parent run.
@@ -300,7 +335,7 @@ class Trace:
         seen = False
         for i in range(len(lineage) - 1, -1, -1):
             agent_above[i] = seen
-            seen = seen or lineage[i].operation == INVOKE_AGENT
+            seen = seen or is_agent(lineage[i])
         # The runs opened along the lineage, nearest first; resolved here in one pass rather than
         # by asking each ancestor's scope, which would recurse once per nested run.
         openers: list[tuple[int, str]] = []
@@ -308,7 +343,7 @@ class Trace:
             explicit = attrs.text(node.attributes.get(RUN_ID))
             if explicit is not None:
                 openers.append((i, explicit))
-            elif (node.operation == INVOKE_AGENT and agent_above[i]) or is_handoff(node):
+            elif (is_agent(node) and agent_above[i]) or is_handoff(node):
                 openers.append((i, f"{node.trace_id}-{node.span_id}"))
         default_run = attrs.text(span.resource.get(RUN_ID)) or span.trace_id
         if not openers:
@@ -322,12 +357,44 @@ class Trace:
         return run_id, parent
 
 
+def is_agent(span: SpanView) -> bool:
+    """A span that runs an agent: `invoke_agent`, or the AI SDK's `ai.generateText` and its
+    kin (an agent that calls another inside a tool makes the inner one a sub-run)."""
+    if span.operation is not None:
+        return span.operation == INVOKE_AGENT
+    return span.ai_operation in ai_sdk_spans.OUTER
+
+
 def is_handoff(span: SpanView) -> bool:
     """An OpenInference AGENT span that another agent handed the run to (the OpenAI Agents SDK
     names the agent it came from in graph.node.parent_id): a sub-run."""
     return span.oi_kind == openinference.AGENT and bool(
         attrs.text(span.attributes.get(openinference.HANDOFF_FROM))
     )
+
+
+def _resource_agent(span: SpanView) -> str | None:
+    for name in AGENT_NAMES:
+        value = attrs.text(span.resource.get(name))
+        if value is not None:
+            return value
+    return None
+
+
+def release_of(lineage: list[SpanView]) -> str | None:
+    """The release of a span's records: each of RELEASE_NAMES in turn, nearest span first (the
+    resource's too), else the resource's service.version. Any string is taken: normalise judges
+    it as it judges a posted `release`, so a bad one is an error of its record."""
+    resource = lineage[0].resource
+    for name in RELEASE_NAMES:
+        for node in lineage:
+            value = attrs.text(node.attributes.get(name))
+            if value is not None:
+                return value
+        value = attrs.text(resource.get(name))
+        if value is not None:
+            return value
+    return attrs.text(resource.get(SERVICE_VERSION))
 
 
 def inherited(lineage: list[SpanView], names: tuple[str, ...]) -> str | None:

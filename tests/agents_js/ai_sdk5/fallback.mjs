@@ -1,0 +1,1 @@
+../ai_sdk6/fallback.mjs
