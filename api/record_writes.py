@@ -3,12 +3,13 @@
 Native JSON and NDJSON (api.ingest), OTLP/HTTP (api.otlp) and OTLP/gRPC (api.otlp_grpc) each read
 a body and authenticate its key, then hand the body's decoder to `write_records` or
 `write_export`. Both run the same steps: decode, judge every record
-(records.contract.normalise.normalise_batch), store the valid ones, priced and committed before
-this returns (records.store.writer), count them for /metrics, and nudge the workers after the
-commit. What differs is only how the answer names a rejected record: by its index in a native
-body, by its span in an OTLP export.
+(records.contract.normalise.normalise_batch) with the project's redaction rules applied to its
+free text first (records.contract.redaction, records.models.redaction), store the valid ones,
+priced and committed before this returns (records.store.writer), count them and what was
+redacted for /metrics, and nudge the workers after the commit. What differs is only how the
+answer names a rejected record: by its index in a native body, by its span in an OTLP export.
 
-The cyclic garbage collector is paused from the decode to the answer (records.collector): a
+The cyclic garbage collector is paused from the decode to the answer (records.gc_pause): a
 batch decodes into tens of thousands of objects, none in a cycle, and they are freed before it
 comes back on, so no collection walks them.
 """
@@ -25,11 +26,19 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from ops.instruments import UNKNOWN_KIND, count_ingest, count_rejected_spans, posted_kind
-from records.collector import collector_paused
+from ops.instruments import (
+    UNKNOWN_KIND,
+    count_ingest,
+    count_redactions,
+    count_rejected_spans,
+    posted_kind,
+)
 from records.contract.normalise import Errors, Judged, normalise_batch
+from records.contract.redaction import redactor_for
 from records.formats import otlp
+from records.gc_pause import gc_paused
 from records.store.ingest import IngestResult, configured_limits, rejections
+from records.store.redaction_rules import project_rules
 from records.store.writer import StoreResult, store_records
 from workers.dispatch import request_catch_up
 
@@ -71,16 +80,22 @@ def write_export(
 
 
 def _write(project: Any, decode: Callable[[], Posted], *, via: str, now: datetime, settle: Settle):
-    with collector_paused():
+    redactor = redactor_for(project_rules(project.pk))
+    with gc_paused():
         posted = decode()
         judged = normalise_batch(
-            posted.records, now=now, limits=configured_limits(), scrub=posted.scrub
+            posted.records,
+            now=now,
+            limits=configured_limits(),
+            scrub=posted.scrub,
+            redactor=redactor,
         )
         stored = store_records(project.pk, judged.valid, now)
         answer = settle(project, posted, judged, stored)
         rejected_kinds = [posted_kind(raw) for _tag, raw, _errors in judged.rejected]
         rejected_kinds += [UNKNOWN_KIND] * len(posted.unreadable)
         count_ingest(via, project, judged.valid, stored.accepted_by_kind, rejected_kinds)
+        count_redactions(project, judged.valid)
         # The batch is freed here, while the collector is still off.
         del posted, judged
     if stored.accepted:

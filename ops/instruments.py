@@ -32,6 +32,13 @@ INGEST_RECORDS = Counter(
     "or repeated in its batch) or rejected (invalid); via api (/api/v1/records) or otlp.",
     ["project", "kind", "outcome", "via"],
 )
+REDACTIONS = Counter(
+    "decisionboard_redactions",
+    "Values redacted from the free text of valid posted records before they were stored, by "
+    "project and detector (a built-in one, `key` for a JSON key rule, or a project pattern's "
+    "name); a resent duplicate is redacted, and counted, again.",
+    ["project", "detector"],
+)
 OTLP_REJECTED_SPANS = Counter(
     "decisionboard_otlp_rejected_spans",
     "OTLP spans rejected (mapped to nothing, or a record from them was invalid), by project.",
@@ -109,6 +116,17 @@ def count_ingest(
         for kind, n in by_kind.items():
             if n > 0:
                 INGEST_RECORDS.labels(project.name, kind, outcome, via).inc(n)
+
+
+def count_redactions(project: Any, valid: Sequence[NormalisedRecord]) -> None:
+    """What the batch's redaction replaced, by detector. Detector names come from the built-in
+    list and the project's own rules, never from a posted record."""
+    found: Tally[str] = Tally()
+    for record in valid:
+        if record.redacted:
+            found.update(record.redacted)
+    for detector, n in found.items():
+        REDACTIONS.labels(project.name, detector).inc(n)
 
 
 def count_rejected_spans(project: Any, spans: int) -> None:

@@ -22,9 +22,10 @@ from typing import Any
 import msgspec
 import orjson
 
-from records.contract import rollup_keys, schema
+from records.contract import redaction, rollup_keys, schema
 from records.contract.cost import Usage
 from records.contract.kinds import KIND_NAMES, KINDS
+from records.contract.redaction import Redactor
 
 Errors = dict[str, list[str]]
 # A guard against zero or garbage clocks (year 1, the Unix epoch) rather than a real limit.
@@ -67,10 +68,14 @@ class NormalisedRecord:
     has_violation: bool
     data_json: str
     derived_json: str
-    # What ingest prices (records.store.pricing sets the two cost columns from it).
+    # What ingest prices (records.store.ingest_pricing sets the two cost columns from it).
     usage: Usage | None = None
     cost_nano: int | None = None
     cost_source: str | None = None
+    # What redaction replaced, by detector (records.contract.redaction); None when nothing.
+    redacted: dict[str, int] | None = None
+    # What the agent ran as (a version, a prompt hash, a git sha); None when it did not say.
+    release: str | None = None
 
 
 def normalise(
@@ -79,17 +84,39 @@ def normalise(
     now: datetime,
     limits: Limits = Limits(),
     scrub: bool = False,
+    redactor: Redactor | None = None,
 ) -> NormalisedRecord | Errors:
     """Return the record ready to store, or its errors keyed by field path.
 
     `scrub` asks for the slow walk over `data` that replaces NUL characters (PostgreSQL cannot
     store them) and rejects non-finite numbers in fields the schema does not declare; the caller
     sets it only when the body could contain either.
+
+    `redactor` replaces the secrets and personal data in the free text of `data` first: what is
+    validated, derived, hashed and stored is the redacted payload (records.contract.redaction).
     """
+    raw, redacted = _redact(raw, redactor)
+    return _judge(raw, now, limits, scrub, redacted)
+
+
+def _redact(raw: Any, redactor: Redactor | None) -> tuple[Any, dict[str, int] | None]:
+    """The record with its free text redacted, and the finds by detector (None: none)."""
+    if redactor is None or not isinstance(raw, dict) or "data" not in raw:
+        return raw, None
+    if not isinstance(raw.get("kind"), str):
+        return raw, None
+    data, redacted = redactor.redact(raw["kind"], raw["data"])
+    return ({**raw, "data": data}, redacted) if redacted else (raw, None)
+
+
+def _judge(
+    raw: Any, now: datetime, limits: Limits, scrub: bool, redacted: dict[str, int] | None
+) -> NormalisedRecord | Errors:
+    """normalise's judgement of a record already redacted (`redacted`: what was found)."""
     if not isinstance(raw, dict):
         return {"record": [f"must be a JSON object, got {_json_type(raw)}"]}
     # Convert to the kind's own envelope: msgspec rebuilds a union's type info on every call,
-    # which made converting to schema.AnyRecord six times slower.
+    # which made converting to schema.AnyRecord many times slower (bench/ingest.py measures it).
     envelope_type = (
         schema.ENVELOPES.get(raw.get("kind")) if isinstance(raw.get("kind"), str) else None
     )
@@ -143,6 +170,8 @@ def normalise(
         derived.fields["nul_replaced"] = sanitized
     if derived.violations:
         derived.fields["violations"] = derived.violations
+    if redacted:
+        derived.fields[redaction.DERIVED_FIELD] = redacted
     ts = envelope.ts.astimezone(UTC)
     record_key = envelope.id or _content_key(envelope, kind, ts, data)
     return NormalisedRecord(
@@ -170,6 +199,8 @@ def normalise(
         data_json=data_json.decode(),
         derived_json=orjson.dumps(derived.fields).decode(),
         usage=derived.usage,
+        redacted=redacted or None,
+        release=envelope.release,
     )
 
 
@@ -191,11 +222,18 @@ def normalise_batch(
     now: datetime,
     limits: Limits = Limits(),
     scrub: bool = False,
+    redactor: Redactor | None = None,
 ) -> Judged:
     """`normalise` each (tag, raw record) of a batch; one bad record never blocks the others."""
     judged = Judged()
-    for tag, raw in tagged:
-        result = normalise(raw, now=now, limits=limits, scrub=scrub)
+    if redactor is not None and redactor.active:
+        # The whole batch redacted first, then judged: two loops, each over its own code, run
+        # faster than the two steps taken in turn record by record.
+        prepared = [(tag, *_redact(raw, redactor)) for tag, raw in tagged]
+    else:
+        prepared = ((tag, raw, None) for tag, raw in tagged)
+    for tag, raw, redacted in prepared:
+        result = _judge(raw, now, limits, scrub, redacted)
         if isinstance(result, NormalisedRecord):
             judged.valid.append(result)
         else:
@@ -227,6 +265,9 @@ def _content_key(envelope: schema.Envelope, kind: str, ts: datetime, data: Any) 
         "parent_run_id": envelope.parent_run_id,
         "data": data,
     }
+    if envelope.release is not None:
+        # Only when posted, so that a record without one keeps the key it always had.
+        canonical["release"] = envelope.release
     try:
         text = orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError:  # integers beyond 64 bits
@@ -404,6 +445,8 @@ def translate_error(message: str, kind: Any, *, prefix: str = "", root: Any = No
                 f"must have at most {m.group(2)} {'items' if m.group(1) == 'array' else 'entries'}"
             ]
         }
+    if text == f"Expected `str` matching regex {schema.RELEASE_PATTERN!r}":
+        return {path: ["must not contain control characters (newlines, tabs, NUL, ...)"]}
     if text.startswith("Expected `str` matching regex"):
         return {path: ["must be a dotted code, e.g. classifier.fallback"]}
     if m := re.match(r"Expected `([^`]+)`, got `([^`]+)`$", text):
