@@ -12,6 +12,7 @@ domain code never imports the workers.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import secrets
 import time
@@ -25,11 +26,13 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from alerts import notices
+from alerts import notices, release_watch
 from alerts.evaluate import OK, GroupState, Result, Sample, evaluate
 from alerts.models import AlertEvent, AlertState, Channel, Notification, Rule
 from alerts.windows import (
+    RELEASE_REGRESSION,
     STREAK,
+    UNWINDOWED,
     Query,
     RowIndex,
     fold,
@@ -39,6 +42,7 @@ from alerts.windows import (
 )
 from records.contract.buckets import truncate
 from records.models import Grain, Streak
+from records.store.backends import backend
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,8 @@ class Tick:
 class _Outcome:
     rule: Rule
     result: Result
+    # Each group's event detail (AlertEvent.detail), for rules that have one.
+    details: dict[str, dict] = field(default_factory=dict)
 
 
 def evaluate_all(*, now: datetime | None = None, enqueue: Enqueue | None = None) -> Tick:
@@ -161,7 +167,7 @@ def _evaluate_project(
         else:
             valid.append(rule)
     try:
-        indexes, streaks = _read(project_id, valid, now)
+        indexes, streaks = read_rule_rows(project_id, valid, now)
     except Exception as exc:
         log.exception("reading rollups for project %s failed", project_id)
         for rule in valid:
@@ -171,8 +177,14 @@ def _evaluate_project(
     cache: dict[tuple, dict[str, Sample]] = {}
     for rule in valid:
         previous = {g: s.state for g, s in stored.get(rule.pk, {}).items()}
+        details: dict[str, dict] = {}
         try:
-            samples = rule_samples(rule, indexes, streaks, now, cache)
+            if rule.metric == RELEASE_REGRESSION:
+                samples, details = release_watch.regression_samples(
+                    project_id, rule.agent, rule.threshold, rule.min_records, now
+                )
+            else:
+                samples = rule_samples(rule, indexes, streaks, now, cache)
             result = evaluate(
                 rule.condition(),
                 samples,
@@ -184,11 +196,11 @@ def _evaluate_project(
             log.exception("alert rule %s failed", rule.pk)
             tick.failed[rule.pk] = f"evaluation failed: {exc!r}"
             continue
-        outcomes.append(_Outcome(rule, result))
+        outcomes.append(_Outcome(rule, result, details))
     return outcomes
 
 
-def _read(
+def read_rule_rows(
     project_id: int, rules: list[Rule], now: datetime
 ) -> tuple[dict[tuple[Grain, datetime], RowIndex], list[tuple[str, int]]]:
     """The project's rows for every rule at once, read and added up once per window (minute
@@ -198,7 +210,7 @@ def _read(
         windowed = [
             r
             for r in rules
-            if r.metric != STREAK
+            if r.metric not in UNWINDOWED
             and window_grain(r.window_minutes) == grain
             and not notices.is_scoped(r.query())
         ]
@@ -297,7 +309,7 @@ def _write(
         rule_states = stored.get(rule.pk, {})
         for group, state in result.states.items():
             old = rule_states.get(group)
-            if rule.group_by and state.state == OK:
+            if rule.grouped and state.state == OK:
                 # A grouped rule keeps rows for its groups that are not ok only (as Prometheus
                 # keeps ALERTS series for pending and firing ones): a rule by model over 200
                 # models would otherwise read and write 200 rows a minute to say "fine".
@@ -325,6 +337,7 @@ def _write(
                 e.notify,
                 e.silenced,
                 _db_time(now),
+                json.dumps(outcome.details.get(e.group, {})),
             )
             for e in result.events
         ]
@@ -364,8 +377,8 @@ def _write(
 
 
 # The tick's writes skip the ORM: on a first tick after many rules are created, building and
-# bulk-creating model instances for thousands of states and events took most of it (COPY
-# writes 10,000 states in a quarter of bulk_create's time on PostgreSQL).
+# bulk-creating model instances for thousands of states and events took most of it; COPY
+# writes them in a fraction of bulk_create's time on PostgreSQL (bench/alerts.py).
 _EVENT_COLUMNS = ("rule_id", "project_id", *AlertEvent.FACTS)
 _NOTIFY = _EVENT_COLUMNS.index("notify")
 _INSERT_BATCH = 500
@@ -394,15 +407,9 @@ def _insert(model, columns: tuple[str, ...], rows: list[tuple]) -> None:
     if not rows:
         return
     quote = connection.ops.quote_name
-    table, names = quote(model._meta.db_table), ", ".join(quote(c) for c in columns)
+    table, names = quote(model._meta.db_table), [quote(c) for c in columns]
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-        else:
-            marks = ", ".join(["%s"] * len(columns))
-            cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
+        backend().insert_rows(cursor, table, names, rows)
 
 
 def _insert_returning(model, columns: tuple[str, ...], rows: list[tuple]) -> list[int]:

@@ -17,7 +17,14 @@ from django.utils import timezone
 
 from alerts import evaluate as ev
 from alerts import units
-from alerts.windows import RULE_METRICS, Family, Query, query_errors, window_errors
+from alerts.windows import (
+    RELEASE_REGRESSION,
+    RULE_METRICS,
+    Family,
+    Query,
+    query_errors,
+    window_errors,
+)
 from records.contract.filters import FilterError, check_text, parse_time
 from records.models import Project
 
@@ -227,6 +234,12 @@ class Rule(models.Model):
     def family(self) -> Family | None:
         return RULE_METRICS.get(self.metric)
 
+    @property
+    def grouped(self) -> bool:
+        """Whether the rule's value comes in groups: grouped by model or agent, or a release
+        regression rule, whose groups are the measures that regressed."""
+        return bool(self.group_by) or self.metric == RELEASE_REGRESSION
+
     def condition(self) -> ev.Condition:
         family = self.family
         return ev.Condition(
@@ -237,7 +250,7 @@ class Rule(models.Model):
             no_data=self.no_data,
             min_records=self.min_records if family in (Family.RATE, Family.LATENCY) else 0,
             absent_is_zero=family == Family.COUNT,
-            grouped=bool(self.group_by),
+            grouped=self.grouped,
             renotify=timedelta(minutes=self.renotify_minutes) if self.renotify_minutes else None,
             silenced_until=self.silenced_until,
             paused=self.paused,
@@ -259,6 +272,12 @@ class Rule(models.Model):
 
     def describe(self) -> str:
         """The condition in words, e.g. `pick error rate > 5 % over 5 min by model`."""
+        if self.metric == RELEASE_REGRESSION:
+            who = self.agent or "each agent"
+            return (
+                f"a decision measure of {who}'s newest release worse than the release before "
+                f"(q ≤ {self.threshold:g}, from {self.min_records:,} runs)"
+            )
         words = [
             self.metric_label,
             ev.SYMBOLS.get(self.comparator, self.comparator),
@@ -314,8 +333,24 @@ def rule_errors(
         )
     )
     errors.update(ev.condition_errors(comparator, threshold, warning_threshold))
+    if metric == RELEASE_REGRESSION:
+        errors.update(regression_condition_errors(comparator, threshold, warning_threshold))
     if window_minutes is not None and window_errors(window_minutes):
         errors["window_minutes"] = window_errors(window_minutes)
+    return errors
+
+
+def regression_condition_errors(
+    comparator: str, threshold: float | None, warning: float | None
+) -> dict[str, list[str]]:
+    """A release regression rule fires on a q-value (a false discovery rate): at or under a
+    threshold between 0 and 1."""
+    errors: dict[str, list[str]] = {}
+    if comparator != "lte":
+        errors["comparator"] = ["a release regression rule fires at or under its q-value: lte"]
+    for name, value in (("threshold", threshold), ("warning_threshold", warning)):
+        if value is not None and not 0 < value < 1:
+            errors[name] = ["a q-value: above 0 and below 1, e.g. 0.05"]
     return errors
 
 
@@ -373,6 +408,7 @@ class AlertEvent(models.Model):
         "notify",
         "silenced",
         "at",
+        "detail",
     )
 
     class Reason(models.TextChoices):
@@ -396,6 +432,9 @@ class AlertEvent(models.Model):
     notify = models.BooleanField(default=False)
     silenced = models.BooleanField(default=False)
     at = models.DateTimeField()
+    # What a rule that is not one value says of the group: a release regression's measure,
+    # both values, the change, its interval and the comparison's link (alerts.release_watch).
+    detail = models.JSONField(default=dict, blank=True)
 
     class Meta:
         indexes = [

@@ -16,10 +16,18 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from alerts import notices
+from alerts import notices, release_watch
 from alerts.evaluate import FIRING, TRANSITION, Sample, replay
 from alerts.models import Rule
-from alerts.windows import STREAK, RowIndex, fold_by_minute, read_rows, slide, window_start
+from alerts.windows import (
+    RELEASE_REGRESSION,
+    STREAK,
+    RowIndex,
+    fold_by_minute,
+    read_rows,
+    slide,
+    window_start,
+)
 from records.contract.buckets import truncate
 from records.metrics.definitions import streak_history
 from records.models import Grain
@@ -61,6 +69,8 @@ def preview_rule(rule: Rule, *, now: datetime | None = None, hours: int = 24) ->
     now = now or timezone.now()
     if rule.metric == STREAK:
         return _streak_preview(rule, now, hours)
+    if rule.metric == RELEASE_REGRESSION:
+        return _regression_preview(rule, now)
     query = rule.query()
     condition = replace(rule.condition(), paused=False, silenced_until=None)
     end = truncate(now, Grain.MINUTE)
@@ -177,5 +187,36 @@ def _streak_preview(rule: Rule, now: datetime, hours: int) -> Preview:
         fired=fired,
         groups_shown=len(shown),
         groups_total=len(models),
+        note=note,
+    )
+
+
+def _regression_preview(rule: Rule, now: datetime) -> Preview:
+    """What a release regression rule finds now: a point for each measure of each agent's
+    newest release that regressed against the release before, at its q-value. It compares
+    releases, not a window, so it has no past day to replay."""
+    samples, details = release_watch.regression_samples(
+        rule.project_id, rule.agent, rule.threshold, rule.min_records, now
+    )
+    groups = sorted(samples, key=lambda g: (samples[g].value, g))
+    shown = groups[:MAX_GROUPS]
+    lines = [Line(g, [now], [samples[g].value]) for g in shown]
+    note = (
+        "A release regression rule compares each agent's newest release with the one before "
+        "it: each point is a measure that got worse, at its q-value, as the rule sees it now."
+    )
+    if not groups:
+        note += " Nothing regressed, or no agent has two releases with enough runs yet."
+    if len(groups) > len(shown):
+        note += f" Showing the {len(shown)} most significant of {len(groups)}."
+    return Preview(
+        y_title="q-value",
+        threshold=rule.threshold,
+        warning=rule.warning_threshold,
+        lines=lines,
+        would_fire=[(now, samples[g].value) for g in shown],
+        fired=[(now, g, samples[g].value) for g in shown],
+        groups_shown=len(shown),
+        groups_total=len(groups),
         note=note,
     )

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.mail import BadHeaderError, send_mail
 
-from alerts import units
+from alerts import release_watch, units
 from alerts.safety import UnsafeURL, check_webhook_url
 
 SIGNATURE_HEADER = "X-Decisionboard-Signature"
@@ -144,6 +144,13 @@ def email_message(payload: dict) -> tuple[str, str]:
         "",
         f"See it: {payload.get('url')}",
     ]
+    detail = payload.get("detail") or {}
+    if detail.get("measure"):
+        # A release regression: the measure and both releases' values, not a window's value.
+        lines[4:6] = [
+            *release_watch.detail_lines(detail),
+            f"Fires at: q ≤ {payload.get('threshold')}",
+        ]
     return _one_line(subject), "\n".join(lines) + "\n"
 
 

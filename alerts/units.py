@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from alerts.windows import RULE_METRICS, Family
 
-UNITS = {Family.RATE: "%", Family.LATENCY: "ms", Family.COUNT: "records", Family.STREAK: "in a row"}
+UNITS = {
+    Family.RATE: "%",
+    Family.LATENCY: "ms",
+    Family.COUNT: "records",
+    Family.STREAK: "in a row",
+    # A release regression rule's value is the measure's q-value (alerts.release_watch).
+    Family.REGRESSION: "q",
+}
 # Counts that are not records: the spend metrics add up USD (records.metrics.cost_metrics).
 USD = "USD"
 METRIC_UNITS = {"cost": USD, "cost_per_run": USD}
@@ -56,6 +63,8 @@ def display(metric: str, value: float | None) -> str:
         return f"{value:,.0f}"
     if fam == Family.STREAK:
         return f"{value:,.0f} in a row"
+    if fam == Family.REGRESSION:
+        return f"q = {value:.2g}"
     return f"{value:g}"
 
 
@@ -65,4 +74,6 @@ def threshold(metric: str, value: float | None) -> str:
         return ""
     shown = to_form(metric, value)
     suffix = unit(metric)
+    if family(metric) == Family.REGRESSION:
+        return f"q {shown:g}"
     return f"{shown:g} {suffix}" if suffix and suffix != "records" else f"{shown:g}"

@@ -34,6 +34,9 @@ from records.metrics.reader import as_sketch, merge_into
 from records.models import Grain
 
 STREAK = "contract_broken_streak"
+# A rule that compares each agent's newest release with the one before it (alerts.release_watch)
+# rather than reading a window.
+RELEASE_REGRESSION = "release_regression"
 MAX_WINDOW_MINUTES = 24 * 60
 HOUR = 60
 
@@ -43,11 +46,14 @@ class Family(StrEnum):
     RATE = "rate"
     COUNT = "count"
     STREAK = "streak"
+    REGRESSION = "regression"
 
 
 def _family(name: str) -> Family:
     if name == STREAK:
         return Family.STREAK
+    if name == RELEASE_REGRESSION:
+        return Family.REGRESSION
     acc = METRICS[name].make()
     if isinstance(acc, Quantile):
         return Family.LATENCY
@@ -56,7 +62,11 @@ def _family(name: str) -> Family:
     return Family.RATE if isinstance(acc, Rate) or getattr(acc, "is_rate", False) else Family.COUNT
 
 
-RULE_METRICS: dict[str, Family] = {name: _family(name) for name in (*METRICS, STREAK)}
+RULE_METRICS: dict[str, Family] = {
+    name: _family(name) for name in (*METRICS, STREAK, RELEASE_REGRESSION)
+}
+# Metrics read from somewhere other than a window of rollup rows.
+UNWINDOWED = (STREAK, RELEASE_REGRESSION)
 
 # Dimensions a metric splits its values by besides model and agent, which a rule may pin with
 # `match` (e.g. {"verdict": "block"}); unpinned, they are added up.
@@ -85,12 +95,14 @@ DETAIL_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}")
 
 def metric_kinds(metric: str) -> tuple[str, ...]:
     """The record kinds a metric reads; () is every kind (the `records` metric)."""
-    return () if metric == STREAK else METRICS[metric].kinds
+    return () if metric in UNWINDOWED else METRICS[metric].kinds
 
 
 def group_bys(metric: str) -> tuple[str, ...]:
     if metric == STREAK:
         return ("model",)
+    if metric == RELEASE_REGRESSION:
+        return ()  # its groups are the measures that regressed
     allowed = ("agent",) if metric in NOT_PER_MODEL else ("model", "agent")
     return tuple(g for g in METRICS[metric].group_bys if g in allowed)
 
@@ -133,6 +145,13 @@ def query_errors(query: Query) -> dict[str, list[str]]:
     if query.metric not in RULE_METRICS:
         return {"metric": [f"unknown metric; one of: {', '.join(RULE_METRICS)}"]}
     errors: dict[str, list[str]] = {}
+    if query.metric == RELEASE_REGRESSION:
+        for name in ("model", "classifier", "kind", "group_by"):
+            if getattr(query, name):
+                errors[name] = ["a release regression rule compares every measure of an agent"]
+        if query.match:
+            errors["match"] = ["a release regression rule has no dimension to match on"]
+        return errors
     if query.group_by and query.group_by not in group_bys(query.metric):
         allowed = ", ".join(group_bys(query.metric)) or "nothing"
         errors["group_by"] = [f"{query.metric} groups by: {allowed}"]
@@ -393,7 +412,7 @@ def _split_kinds(queries: Iterable[Query]) -> tuple[list[str], list[str]]:
     kinds: set[str] = set()
     sketch_kinds: set[str] = set()
     for query in queries:
-        if query.metric == STREAK:
+        if query.metric in UNWINDOWED:
             continue
         kinds.update(query.kinds)
         if query.family == Family.LATENCY:

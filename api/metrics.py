@@ -12,7 +12,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api.access import CanRead, project_for_request
+from api.access import CanRead, RoleRequired, project_for_request
 from api.auth import ApiKeyAuthentication
 from records.contract.filters import parse_filters
 from records.metrics.definitions import METRICS, query_metric
@@ -20,13 +20,13 @@ from records.metrics.freshness import project_freshness, streaks_freshness
 from records.models import Streak
 
 DEFAULT_RANGE = timedelta(hours=24)
-# Rollups are kept per project, agent and model, not per run or session.
+# Rollups are kept per project, agent, release and model, not per run or session.
 _NOT_FOR_METRICS = ("run_id", "session_id", "kind", "has")
 
 
 class ReadView(APIView):
     authentication_classes = [ApiKeyAuthentication, SessionAuthentication]
-    permission_classes = [CanRead]
+    permission_classes = [CanRead, RoleRequired]
 
 
 _METRIC_PARAMETERS = [
@@ -43,6 +43,7 @@ _METRIC_PARAMETERS = [
     OpenApiParameter("from", OpenApiTypes.DATETIME, description="Default: `to` minus 24 h."),
     OpenApiParameter("to", OpenApiTypes.DATETIME, description="Default: now."),
     OpenApiParameter("agent", str, description="Comma list of agents."),
+    OpenApiParameter("release", str, description="Comma list of releases (all when absent)."),
     OpenApiParameter("model", str, description="Comma list of models."),
 ]
 
@@ -66,7 +67,7 @@ class MetricView(ReadView):
                     {
                         name: [
                             "is not available for metrics (rollups are kept "
-                            "per agent and model, not per run)"
+                            "per agent, release and model, not per run)"
                         ]
                     }
                 )
@@ -84,6 +85,7 @@ class MetricView(ReadView):
             group_by=params.get("group_by") or None,
             agents=filters.agents,
             models=filters.models,
+            releases=filters.releases,
         )
         body["freshness"] = project_freshness(project.pk)
         return Response(body)

@@ -18,13 +18,16 @@ execute wrapper), replayed with the same parameters on the same connection in th
 every row fetched. `ratio` is the page's p95 over that p95: what the page costs beyond reading
 its data (sessions, views, figures, templates).
 
-Two runs of 500 records each (demo seeds 8 and 9) are added for the run comparison.
+Two runs of 500 records each (demo seeds 8 and 9) are added for the run comparison. Each run of
+the main seed is posted as one of two releases (RELEASES, by a hash of its run id), for the
+release comparison (/changes/, records.metrics.release_comparison: every rollup row of each).
 
 Goal: p95 under 150 ms for the runs list, a run detail, the overview, the tools pages (the tools
 list, the most-missed tool's page, selection accuracy, the narrowing what-if), the fallbacks and
-sessions pages and a comparison of two 500-record runs. `--reuse` keeps an already seeded
-database (same counts), `--keep` leaves it behind for a later `--reuse`; `--database` (or
-BENCH_PAGES_DATABASE) names another scratch database (two benchmarks on one server).
+sessions pages, a comparison of two 500-record runs and the comparison of the two releases.
+`--reuse` keeps an already seeded database (same counts), `--keep` leaves it behind for a later
+`--reuse`; `--database` (or BENCH_PAGES_DATABASE) names another scratch database (two benchmarks
+on one server).
 `--no-analyze` skips the VACUUM ANALYZE after the load, to time the plans PostgreSQL picks
 without statistics (autovacuum off).
 """
@@ -36,6 +39,7 @@ import os
 import statistics
 import sys
 import time
+import zlib
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -47,6 +51,7 @@ from bench.results import record_result  # noqa: E402
 
 NAME = os.environ.get("BENCH_PAGES_DATABASE", "decisionboard_bench_pages")
 COMPARED = 500  # records in each of the two compared runs
+RELEASES = ("bench-1", "bench-2")  # the main seed's runs, half in each
 BATCH = 5_000
 
 
@@ -106,6 +111,7 @@ def seed(records: int, runs: int, analyze: bool = True) -> None:
     pending: list[NormalisedRecord] = []
     stored = 0
     for raw in generate_records(records=records, runs=runs, seed=7, end=now.replace(microsecond=0)):
+        raw["release"] = RELEASES[zlib.crc32(raw["run_id"].encode()) % len(RELEASES)]
         result = normalise(raw, now=now, limits=limits)
         assert isinstance(result, NormalisedRecord), result
         pending.append(result)
@@ -138,13 +144,13 @@ def seed(records: int, runs: int, analyze: bool = True) -> None:
     )
 
 
-def _ms(samples: list[float]) -> tuple[float, float]:
+def percentiles_ms(samples: list[float]) -> tuple[float, float]:
     ordered = sorted(samples)
     p95 = ordered[max(0, round(0.95 * len(ordered)) - 1)]
     return statistics.median(ordered) * 1000, p95 * 1000
 
 
-def _time(fn: Callable[[], object], n: int) -> list[float]:
+def timed(fn: Callable[[], object], n: int) -> list[float]:
     fn()  # warm: the first call fills caches (templates, plans) that every later one reuses
     out = []
     for _ in range(n):
@@ -280,6 +286,8 @@ def measure(requests: int) -> list[tuple[str, float, float, float, float]]:
         ("a session", f"/sessions/{session.session_id}/", {}),
         (f"run comparison (2×{COMPARED} records)", "/compare/",
          {"a": compared[0], "b": compared[1]}),
+        ("release comparison", "/changes/",
+         {"a": f"release:{RELEASES[0]}", "b": f"release:{RELEASES[1]}"}),
     ]  # fmt: skip
     # As a web worker does once it has loaded the app (gunicorn.conf.py): the objects held so far
     # (the app's, and the seeding's that are still alive) out of every full collection's walk.
@@ -298,10 +306,10 @@ def measure(requests: int) -> list[tuple[str, float, float, float, float]]:
         with connection.execute_wrapper(record):
             response = client.get(url, params)
         assert response.status_code == 200, (url, response.status_code)
-        page = _time(lambda url=url, params=params: client.get(url, params), requests)
-        query = _time(_replay(captured), requests)
-        p50, p95 = _ms(page)
-        q50, q95 = _ms(query)
+        page = timed(lambda url=url, params=params: client.get(url, params), requests)
+        query = timed(_replay(captured), requests)
+        p50, p95 = percentiles_ms(page)
+        q50, q95 = percentiles_ms(query)
         out.append((label, p50, p95, q95, p95 / q95))
         print(
             f"{label:32} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms  | its {len(captured):2} queries "
@@ -339,7 +347,7 @@ def main() -> None:
             r
             for r in results
             if r[0].startswith(("overview (", "runs list", "run detail", "fallbacks", "sessions",
-                                "a session", "run comparison"))
+                                "a session", "run comparison", "release comparison"))
         ]  # fmt: skip
         worst = max(goals, key=lambda r: r[2])
         print(

@@ -1,15 +1,36 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from django.db import connection
-from rest_framework.test import APIClient
+from django.test import Client
 
 from dashboard.http.staticfiles import ensure_collected
-from records.models import ApiKey, Project
+from tests.support.module_data import quick_hashers, quiet
+from tests.support.pages import operator
+from tests.support.services import REQUIRE_SERVICES, Persona, need_service
 
-REQUIRE_SERVICES = os.environ.get("REQUIRE_SERVICES") == "1"
+# Markers by folder: tests/live starts servers, workers or private clusters as processes;
+# tests/browser drives Chromium. `bin/test --fast` leaves both out. A browser module's tests
+# share its worker's live server and Chromium, so pytest-xdist keeps each module on one worker
+# (--dist loadgroup).
+FOLDER_MARKERS = {"live": [pytest.mark.live], "browser": [pytest.mark.browser]}
+FIRST = ("live", "browser")
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    # The tests that start processes or a browser first: they are the longest, and xdist hands
+    # tests out in this order, so they spread over the workers instead of ending the run on one.
+    items.sort(key=lambda item: Path(item.path).resolve().relative_to(TESTS).parts[0] not in FIRST)
+    for item in items:
+        folder = Path(item.path).resolve().relative_to(TESTS).parts[0]
+        for marker in FOLDER_MARKERS.get(folder, ()):
+            item.add_marker(marker)
+        if folder == "browser":
+            item.add_marker(pytest.mark.xdist_group(f"browser-{Path(item.path).stem}"))
 
 
 def pytest_report_header(config):
@@ -17,23 +38,6 @@ def pytest_report_header(config):
 
     engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     return f"decisionboard: database {engine}, REQUIRE_SERVICES={int(REQUIRE_SERVICES)}"
-
-
-def need_service(available: bool, what: str) -> None:
-    """Skip a test whose service is missing, unless REQUIRE_SERVICES=1 (CI): then fail it."""
-    if available:
-        return
-    if REQUIRE_SERVICES:
-        pytest.fail(f"{what} is required (REQUIRE_SERVICES=1) but not available")
-    pytest.skip(f"{what} is not available")
-
-
-def database_url() -> str:
-    """The test database as a DATABASE_URL, for processes the tests start."""
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -45,16 +49,18 @@ def _static_collected(django_test_environment) -> None:
 
 @pytest.fixture(autouse=True)
 def _no_worker_nudges(settings):
-    """Ingest enqueues nothing unless a test runs a worker (tests/test_worker_integration.py).
+    """Ingest enqueues nothing unless a test runs a worker (tests/live/test_worker_integration.py).
     API keys and price overrides are looked up on every request unless a test sets their cache
     itself: a key another request read a moment before would otherwise change a test's query
     count, and an override another test's project had would price this one's records."""
-    settings.DECISIONBOARD = {
-        **settings.DECISIONBOARD,
-        "NUDGE_WORKERS": False,
-        "API_KEY_CACHE_SECONDS": 0,
-        "PRICE_OVERRIDE_CACHE_SECONDS": 0,
-    }
+    settings.DECISIONBOARD = quiet(settings.DECISIONBOARD)
+
+
+@pytest.fixture(autouse=True)
+def _quick_password_hashes(settings):
+    """Passwords the tests set are hashed at one iteration (tests/support/hashers.py); every
+    hash the product's own hashers read is still read."""
+    settings.PASSWORD_HASHERS = quick_hashers(settings.PASSWORD_HASHERS)
 
 
 @pytest.fixture
@@ -67,20 +73,6 @@ def postgres(db):
     return connection
 
 
-class Persona:
-    """A project with keys, named as in the tests: alice owns `acme`, bob owns `globex`."""
-
-    def __init__(self, project: str):
-        self.project = Project.objects.create(name=project)
-        self.ingest_key_obj, self.ingest_key = ApiKey.issue(self.project, ApiKey.Scope.INGEST)
-        self.read_key_obj, self.read_key = ApiKey.issue(self.project, ApiKey.Scope.READ)
-
-    def client(self, key: str | None = None) -> APIClient:
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Bearer {key or self.ingest_key}")
-        return client
-
-
 @pytest.fixture
 def alice(db) -> Persona:
     return Persona("acme")
@@ -89,3 +81,8 @@ def alice(db) -> Persona:
 @pytest.fixture
 def bob(db) -> Persona:
     return Persona("globex")
+
+
+@pytest.fixture
+def alice_page(alice) -> Client:
+    return operator("alice", alice)

@@ -41,6 +41,9 @@ class Decisionboard:
     records, `max_batch_bytes` and `flush_interval` seconds. When `max_queue` records wait, the
     oldest is dropped and counted. `flush()` waits for what is queued; `close()` flushes and
     stops the sender, and runs at interpreter exit (bounded by `exit_timeout`).
+
+    `release` names what the agent runs as (its version, a prompt hash, a git sha) and is
+    stamped on every record, so that Decisionboard can compare one release with another.
     """
 
     def __init__(
@@ -50,6 +53,7 @@ class Decisionboard:
         *,
         agent: str | None = None,
         session_id: str | None = None,
+        release: str | None = None,
         max_queue: int = 10_000,
         batch_size: int = 500,
         max_batch_bytes: int = 1_000_000,
@@ -71,10 +75,17 @@ class Decisionboard:
         self._headers = {
             "Authorization": f"Bearer {key}",
             "Content-Type": "application/json",
-            "User-Agent": "decisionboard-client/0.1",
+            "User-Agent": "decisionboard-client/0.2",
         }
+        if release is not None and not _valid_release(release):
+            # Every record would be refused: say so now rather than lose them all later.
+            raise ValueError(
+                "release must be a string of 1-200 characters without control characters, "
+                f"got {release!r}"
+            )
         self.agent = agent
         self.session_id = session_id
+        self.release = release
         self._max_queue = max(1, max_queue)
         self._batch_size = max(1, batch_size)
         self._max_batch_bytes = max(1024, max_batch_bytes)
@@ -149,6 +160,8 @@ class Decisionboard:
                 record["agent"] = name
             if parent_run_id is not None:
                 record["parent_run_id"] = parent_run_id
+            if self.release is not None:
+                record["release"] = self.release
             with self._lock:
                 if len(self._queue) >= self._max_queue:
                     self._queue.popleft()
@@ -365,6 +378,16 @@ class Decisionboard:
             self.last_error = error
             if name == "invalid":
                 log.warning("decisionboard client: %s", error)
+
+
+def _valid_release(value: object) -> bool:
+    """What the server accepts as a release: 1-200 characters, none of them a control
+    character (C0, DEL or C1)."""
+    return (
+        isinstance(value, str)
+        and 1 <= len(value) <= 200
+        and not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value)
+    )
 
 
 def _retry_after(value: str | None, cap: float) -> float | None:

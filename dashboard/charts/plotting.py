@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import plotly.graph_objects as go
@@ -58,6 +58,13 @@ CHOSEN = "#3a5bd9"
 SERVED = "#8fa8f0"
 OFFERED = "#d0d5dd"
 DOOR = "#e8833a"
+# A release's line across a time chart, and its name hanging from the plot's top.
+RELEASE_LINE = "#7a5af8"
+# How far below the plot's top edge plotly.js's toolbar (2 px from the figure's top, 22 px
+# buttons) reaches, with the layout's 12 px top margin, and a few pixels to spare.
+TOOLBAR_CLEARANCE = 20
+# The page that compares a release with what ran before it.
+CHANGES_PATH = "/changes/"
 Figure = dict[str, Any]
 
 
@@ -184,17 +191,66 @@ def kind_colour(kind: str) -> str:
     return KIND_COLOURS.get(kind, OTHER_KIND)
 
 
+class Release(Protocol):
+    """A deploy marker as a chart draws it (dashboard.queries.release_lines.ReleaseLine)."""
+
+    id: int
+    time: datetime
+    agent: str
+    name: str
+
+
 def over_period(
-    figure: Figure, start: datetime, end: datetime, partial: tuple[datetime, datetime] | None
+    figure: Figure,
+    start: datetime,
+    end: datetime,
+    partial: tuple[datetime, datetime] | None,
+    releases: Sequence[Release] = (),
 ) -> Figure:
     """A time chart spanning its page's whole period (plotly.js would zoom in to milliseconds
-    around a single bucket), with the bucket still filling marked (mark_partial)."""
+    around a single bucket), with the bucket still filling marked (mark_partial) and the
+    releases that began in it drawn (mark_releases)."""
     if is_empty(figure):
         return figure
     layout = figure["layout"]
     xaxis = {**layout["xaxis"], "range": [when(start), when(end)]}
     figure = {**figure, "layout": {**layout, "xaxis": xaxis}}
-    return mark_partial(figure, *partial) if partial else figure
+    figure = mark_partial(figure, *partial) if partial else figure
+    return mark_releases(figure, releases) if releases else figure
+
+
+def changes_link(release: Release) -> str:
+    """The comparison of a release with what its agent ran before it, by the marker's id: a
+    release or agent name may hold any character, and plotly.js re-encodes an href's escapes of
+    reserved characters (a `%3A` arrives as `%253A`), so no name can travel in the link."""
+    return f"{CHANGES_PATH}?marker={release.id}"
+
+
+def mark_releases(figure: Figure, releases: Sequence[Release]) -> Figure:
+    """A dashed vertical line at each release's start, its name above the plot linking to the
+    comparison with what ran before it (changes_link). The name is record text: escaped (plain)
+    as any label. The link opens in the page (plotly.js opens a new tab unless told), and has no
+    hover text: one makes plotly.js lay a box that takes the pointer over the name. The name
+    hangs below TOOLBAR_CLEARANCE: plotly.js shows its toolbar over the plot's top right while
+    the pointer is on the chart, and a name under it could not be clicked."""
+    layout = dict(figure["layout"])
+    shapes = list(layout.get("shapes") or ())
+    annotations = list(layout.get("annotations") or ())
+    for release in releases:
+        x = when(release.time)
+        shapes.append(
+            {"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
+             "line": {"color": RELEASE_LINE, "width": 1, "dash": "dash"}, "layer": "above"}
+        )  # fmt: skip
+        annotations.append(
+            {"xref": "x", "yref": "paper", "x": x, "y": 1, "xanchor": "left", "yanchor": "top",
+             "text": f'<a href="{changes_link(release)}" target="_self">{plain(release.name)}</a>',
+             "yshift": -TOOLBAR_CLEARANCE, "showarrow": False, "textangle": -90,
+             "font": {"size": 10, "color": RELEASE_LINE}}
+        )  # fmt: skip
+    layout["shapes"] = shapes
+    layout["annotations"] = annotations
+    return {**figure, "layout": layout}
 
 
 def mark_partial(figure: Figure, start: datetime, end: datetime) -> Figure:

@@ -44,11 +44,14 @@ class SpendTally:
         return self.unknown / self.records if self.records else None
 
 
-def cost_rows(project_id: int, grain: str, start: datetime, end: datetime, agents: list[str]):
+def cost_rows(
+    project_id: int, grain: str, start: datetime, end: datetime, agents: list[str],
+    releases: list[str] | None = None,
+):  # fmt: skip
     """The rows of COST_KINDS with usage in [start, end), summed over agents by the database
     (records.metrics.reader, which the `cost` metric reads too)."""
     rows = reader.read(project_id, grain, start, end, kinds=COST_KINDS, agents=agents,
-                       keep=("bucket", "kind", "model", "key"))  # fmt: skip
+                       keep=("bucket", "kind", "model", "key"), releases=releases)  # fmt: skip
     return [r for r in rows if r.cost_records]
 
 
@@ -62,13 +65,14 @@ def spend_of(rows: Iterable[reader.Row]) -> SpendTally:
 
 
 def spend_over_time(
-    project_id: int, grain: str, start: datetime, end: datetime, agents: list[str]
-) -> dict[str, list[tuple[datetime, int]]]:
+    project_id: int, grain: str, start: datetime, end: datetime, agents: list[str],
+    releases: list[str] | None = None,
+) -> dict[str, list[tuple[datetime, int]]]:  # fmt: skip
     """Spend per model and bucket ({model label: [(bucket, nano)]}, the most spent first):
     one read, summed by the database over kinds, keys and agents."""
     by_model: dict[str, dict[datetime, int]] = defaultdict(lambda: defaultdict(int))
     for r in reader.read(project_id, grain, start, end, kinds=COST_KINDS, agents=agents,
-                         keep=("bucket", "model")):  # fmt: skip
+                         keep=("bucket", "model"), releases=releases):  # fmt: skip
         if r.cost_nano:
             by_model[rollup_keys.model_label(r.model or None)][r.bucket] += r.cost_nano
     totals = {model: sum(points.values()) for model, points in by_model.items()}
@@ -79,13 +83,14 @@ def spend_over_time(
 
 
 def spend_by_model(
-    project_id: int, grain: str, start: datetime, end: datetime, agents: list[str]
-) -> dict:
+    project_id: int, grain: str, start: datetime, end: datetime, agents: list[str],
+    releases: list[str] | None = None,
+) -> dict:  # fmt: skip
     """The period's spend per (role, provider, model), the most spent first, and its total.
     One query."""
     cells: dict[tuple[str, str, str], SpendTally] = defaultdict(SpendTally)
     total = SpendTally()
-    for r in cost_rows(project_id, grain, start, end, agents):
+    for r in cost_rows(project_id, grain, start, end, agents, releases):
         cells[(ROLES[r.kind], provider_of(r) or "", r.model)].add(
             r.cost_nano, r.cost_records, r.cost_unknown
         )

@@ -210,16 +210,19 @@ def grouped(name: str, rows: list[Row], start: datetime, end: datetime, interval
 COUNT_COLUMNS = ("bucket", "kind", "model", "key")
 
 
-def count_rows(project_id, interval, start, end, kinds, agents, keep=COUNT_COLUMNS) -> list[Row]:
-    """Rows without sketches, summed by the database over agents (and the columns not kept)."""
-    return reader.read(project_id, interval, start, end, kinds=kinds, agents=agents, keep=keep)
+def count_rows(
+    project_id, interval, start, end, kinds, agents, keep=COUNT_COLUMNS, releases=None
+) -> list[Row]:
+    """Rows without sketches, summed by the database over agents and releases (and the columns
+    not kept), of `releases` only when given."""
+    return reader.read(project_id, interval, start, end, kinds=kinds, agents=agents, keep=keep,
+                       releases=releases)  # fmt: skip
 
 
-def sketch_rows(project_id, interval, start, end, kinds, agents) -> list[Row]:
+def sketch_rows(project_id, interval, start, end, kinds, agents, releases=None) -> list[Row]:
     """The stored rows of the latency kinds `kinds`, sketches parsed."""
-    return reader.read(
-        project_id, interval, start, end, kinds=kinds, agents=agents, sketch_kinds=kinds
-    )
+    return reader.read(project_id, interval, start, end, kinds=kinds, agents=agents,
+                       sketch_kinds=kinds, releases=releases)  # fmt: skip
 
 
 # --- overview ----------------------------------------------------------------------------------
@@ -264,7 +267,13 @@ RATE_KINDS = tuple(
 )
 
 
-def overview(project_id: int, now: datetime, period_name: str, agents: list[str]) -> dict:
+def overview(
+    project_id: int,
+    now: datetime,
+    period_name: str,
+    agents: list[str],
+    releases: list[str] | None = None,
+) -> dict:
     """KPIs of the period against the one before, and the period's time series.
 
     Four queries: records by kind and bucket over both periods (with the runs counted in the
@@ -276,16 +285,23 @@ def overview(project_id: int, now: datetime, period_name: str, agents: list[str]
     previous_start = start - period.span
     interval = period.interval
     kinds = count_rows(project_id, interval, previous_start, end, (*RECORD_KINDS, RUN_LAST),
-                       agents, keep=("bucket", "kind"))  # fmt: skip
+                       agents, keep=("bucket", "kind"), releases=releases)  # fmt: skip
     runs = [r for r in kinds if r.kind == RUN_LAST]
     records_now = [r for r in kinds if r.bucket >= start and r.kind != RUN_LAST]
     records_before = [r for r in kinds if r.bucket < start and r.kind != RUN_LAST]
-    current = count_rows(project_id, interval, start, end, RATE_KINDS, agents)
+    current = count_rows(project_id, interval, start, end, RATE_KINDS, agents, releases=releases)
     before = count_rows(
-        project_id, interval, previous_start, start, RATE_KINDS, agents, keep=COUNT_COLUMNS[1:]
+        project_id,
+        interval,
+        previous_start,
+        start,
+        RATE_KINDS,
+        agents,
+        keep=COUNT_COLUMNS[1:],
+        releases=releases,
     )
     picks = latency_by_model(
-        sketch_rows(project_id, interval, previous_start, end, (PICK_LATENCY,), agents)
+        sketch_rows(project_id, interval, previous_start, end, (PICK_LATENCY,), agents, releases)
     )
     now_rows, before_rows = by_kind(current), by_kind(before)
     kpis = []
@@ -356,15 +372,23 @@ def _sum(rows: Iterable[Row]) -> int:
 START = "(start)"  # the "previous model" of a run's first step
 
 
-def models_page(project_id: int, now: datetime, period_name: str, agents: list[str]) -> dict:
+def models_page(
+    project_id: int,
+    now: datetime,
+    period_name: str,
+    agents: list[str],
+    releases: list[str] | None = None,
+) -> dict:
     """Swap matrix, swaps over time, step-to-step model paths, refusals, model-call latency.
 
     Two queries: counts of selections and provider errors, and the model-call rows.
     """
     period = get_period(period_name)
     start, end = overview_range(now, period.name)
-    rows = count_rows(project_id, period.interval, start, end, (SELECTION, PROVIDER_ERROR), agents)
-    calls_rows = sketch_rows(project_id, period.interval, start, end, (MODEL_CALL,), agents)
+    rows = count_rows(project_id, period.interval, start, end, (SELECTION, PROVIDER_ERROR), agents,
+                      releases=releases)  # fmt: skip
+    calls_rows = sketch_rows(project_id, period.interval, start, end, (MODEL_CALL,), agents,
+                             releases)  # fmt: skip
     matrix: Counter = Counter()  # (default, selected) -> selections
     paths: Counter = Counter()  # (previous, selected) -> steps
     refused: Counter = Counter()  # (provider, model) -> refused forced tool choices
@@ -418,12 +442,20 @@ _CLASSIFIER_COUNTS = (*PICKS, OUTCOME, VERDICT, NOTICE, CLASSIFICATION)
 QUANTILES = (0.5, 0.95, 0.99)
 
 
-def classifiers_page(project_id: int, now: datetime, period_name: str, agents: list[str]) -> dict:
+def classifiers_page(
+    project_id: int,
+    now: datetime,
+    period_name: str,
+    agents: list[str],
+    releases: list[str] | None = None,
+) -> dict:
     """Everything about the classifiers over the period. Two queries: counts, pick sketches."""
     period = get_period(period_name)
     start, end = overview_range(now, period.name)
-    rows = count_rows(project_id, period.interval, start, end, _CLASSIFIER_COUNTS, agents)
-    picks = sketch_rows(project_id, period.interval, start, end, (PICK_LATENCY,), agents)
+    rows = count_rows(project_id, period.interval, start, end, _CLASSIFIER_COUNTS, agents,
+                      releases=releases)  # fmt: skip
+    picks = sketch_rows(project_id, period.interval, start, end, (PICK_LATENCY,), agents,
+                        releases)  # fmt: skip
     # Latency percentiles per classifier model and bucket: one merged sketch, three quantiles
     # (three fold_metric calls would merge every sketch three times).
     sketches = latency_by_model(picks)

@@ -32,7 +32,7 @@ from records.contract import rollup_keys
 from records.contract.cost import UNKNOWN, Usage, price
 from records.contract.rollup_keys import TOOL_DEFINITIONS
 from records.metrics import reader
-from records.store.pricing import project_overrides
+from records.store.ingest_pricing import project_overrides
 
 MIN_CALLS = 20  # calls of a model below which it is not estimated
 MILLION = 1_000_000
@@ -163,13 +163,14 @@ def estimate(provider: str, model: str, calls: Moments, nano_per_token: float | 
 
 
 def call_moments(
-    project_id: int, grain: str, start: datetime, end: datetime, agents: list[str]
-) -> dict[tuple[str, str], Moments]:
+    project_id: int, grain: str, start: datetime, end: datetime, agents: list[str],
+    releases: list[str] | None = None,
+) -> dict[tuple[str, str], Moments]:  # fmt: skip
     """{(provider, model): Moments} of the model calls in [start, end) of `agents` (all when
     empty) that report toolsCount: one read of the TOOL_DEFINITIONS rows of `grain`, summed by
     the database over buckets and agents."""
     rows = reader.read(project_id, grain, start, end, kinds=(TOOL_DEFINITIONS,), agents=agents,
-                       keep=("model", "key"), latency_sums=True)  # fmt: skip
+                       keep=("model", "key"), latency_sums=True, releases=releases)  # fmt: skip
     out: dict[tuple[str, str], Moments] = defaultdict(Moments)
     for r in rows:
         key = rollup_keys.decode(TOOL_DEFINITIONS, r.key)
@@ -181,11 +182,12 @@ def call_moments(
 
 
 def definition_costs(
-    project_id: int, grain: str, start: datetime, end: datetime, agents: list[str]
-) -> list[DefinitionCost]:
+    project_id: int, grain: str, start: datetime, end: datetime, agents: list[str],
+    releases: list[str] | None = None,
+) -> list[DefinitionCost]:  # fmt: skip
     """Per main model of the model calls in [start, end) that report toolsCount, the cost of one
     tool definition: most calls first."""
-    by_model = call_moments(project_id, grain, start, end, agents)
+    by_model = call_moments(project_id, grain, start, end, agents, releases)
     overrides = project_overrides(project_id) if by_model else []
     out = []
     for (provider, model), moments in by_model.items():

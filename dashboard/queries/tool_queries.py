@@ -53,24 +53,33 @@ def _hourly_range(now: datetime, period_name: str):
     return period, Grain.HOUR, truncate(start, Grain.HOUR), last + timedelta(hours=1)
 
 
-def _tool_rows(project_id, grain, start, end, agents, keep, key_prefix=None) -> list:
+def tool_rows(project_id, grain, start, end, agents, keep, key_prefix=None, releases=None) -> list:
     """The TOOL and TOOL_LINK rows (summed by the database, score sums too) and the TOOL_CALL
     rows (latency sketches merged here), of `keep`'s columns."""
     counts = reader.read(project_id, grain, start, end, kinds=(TOOL, TOOL_LINK), agents=agents,
-                         keep=keep, latency_sums=True, key_prefix=key_prefix)  # fmt: skip
+                         keep=keep, latency_sums=True, key_prefix=key_prefix,
+                         releases=releases)  # fmt: skip
     calls = reader.read(project_id, grain, start, end, kinds=(TOOL_CALL,), agents=agents,
-                        sketch_kinds=(TOOL_CALL,), keep=keep, key_prefix=key_prefix)  # fmt: skip
+                        sketch_kinds=(TOOL_CALL,), keep=keep, key_prefix=key_prefix,
+                        releases=releases)  # fmt: skip
     return counts + calls
 
 
-def tools_page(project_id: int, now: datetime, period_name: str, agents: list[str]) -> dict:
+def tools_page(
+    project_id: int,
+    now: datetime,
+    period_name: str,
+    agents: list[str],
+    releases: list[str] | None = None,
+) -> dict:
     """Every tool's funnel over the period, the invented names called, the skip reasons.
     Three queries."""
     period, grain, start, end = _hourly_range(now, period_name)
-    rows = _tool_rows(project_id, grain, start, end, agents, keep=("kind", "key"))
+    rows = tool_rows(project_id, grain, start, end, agents, keep=("kind", "key"),
+                     releases=releases)  # fmt: skip
     stats = tool_stats.tool_stats(rows)
     skips = reader.read(project_id, grain, start, end, kinds=PICKS, agents=agents,
-                        keep=("kind", "key"))  # fmt: skip
+                        keep=("kind", "key"), releases=releases)  # fmt: skip
     skip_counts = dict.fromkeys(SKIP_REASONS, 0)
     picks = 0
     for row in skips:
@@ -111,14 +120,16 @@ def tool_page(
     agents: list[str],
     name: str,
     before: int | None = None,
+    releases: list[str] | None = None,
 ) -> dict:
     """One tool: its funnel, by classifier model, over time, its skips, calls and errors, and
     the runs of the period where it was missed. Three queries; `seen` False when the period
     holds nothing of it (tool_known then says whether the project ever did)."""
     period, grain, start, end = _hourly_range(now, period_name)
     prefix = rollup_keys.escape(name) + "|"
-    rows = _tool_rows(project_id, grain, start, end, agents,
-                      keep=("bucket", "kind", "model", "key"), key_prefix=prefix)  # fmt: skip
+    rows = tool_rows(project_id, grain, start, end, agents,
+                      keep=("bucket", "kind", "model", "key"), key_prefix=prefix,
+                      releases=releases)  # fmt: skip
     rows = [r for r in rows if rollup_keys.decode(r.kind, r.key)["tool"] == name]
     stats = tool_stats.tool_stats(rows).get(name) or tool_stats.ToolStats(name)
     by_model: dict[str, list] = {}
@@ -141,7 +152,7 @@ def tool_page(
         "stats": stats,
         "models": {label: s for label, s in models.items() if s is not None},
         "series": [(t, s) for t, s in series if s is not None],
-        "missed_runs": missed_runs(project_id, name, start, end, agents, before),
+        "missed_runs": missed_runs(project_id, name, start, end, agents, before, releases),
     }
 
 
@@ -152,7 +163,7 @@ def tool_known(project_id: int, name: str) -> bool:
     return reader.any_key(project_id, Grain.DAY, (TOOL, TOOL_CALL), rollup_keys.escape(name) + "|")
 
 
-def missed_runs(project_id, name, start, end, agents, before=None) -> dict:
+def missed_runs(project_id, name, start, end, agents, before=None, releases=None) -> dict:
     """The runs active in [start, end) where `name` was missed, newest first (by run id, which
     new records never change), MISSED_RUNS a page: {"runs": [...], "next": id or None}."""
     misses = ToolMiss.objects.filter(project_id=project_id, tool=name, run_id=OuterRef("run_id"))
@@ -164,6 +175,8 @@ def missed_runs(project_id, name, start, end, agents, before=None) -> dict:
     )
     if agents:
         runs = runs.filter(agent__in=agents)
+    if releases:
+        runs = runs.filter(release__in=releases)
     if before is not None:
         runs = runs.filter(id__lt=before)
     page = list(
@@ -176,14 +189,22 @@ def missed_runs(project_id, name, start, end, agents, before=None) -> dict:
     return {"runs": page, "next": page[-1].id if more else None}
 
 
-def selection_page(project_id: int, now: datetime, period_name: str, agents: list[str]) -> dict:
+def selection_page(
+    project_id: int,
+    now: datetime,
+    period_name: str,
+    agents: list[str],
+    releases: list[str] | None = None,
+) -> dict:
     """First-pick agreement and chosen-vs-called by classifier model and by agent over time,
     and each classifier model's reliability diagram and calibration error. Two queries."""
     period, start, end = _range(now, period_name)
     by_model = reader.read(project_id, period.interval, start, end, kinds=(SELECTION_LINK,),
-                           agents=agents, keep=("bucket", "kind", "model", "key"))  # fmt: skip
+                           agents=agents, keep=("bucket", "kind", "model", "key"),
+                           releases=releases)  # fmt: skip
     by_agent = reader.read(project_id, period.interval, start, end, kinds=(SELECTION_LINK,),
-                           agents=agents, keep=("bucket", "kind", "agent", "key"))  # fmt: skip
+                           agents=agents, keep=("bucket", "kind", "agent", "key"),
+                           releases=releases)  # fmt: skip
 
     def model(row):
         return row.model
@@ -208,15 +229,23 @@ def selection_page(project_id: int, now: datetime, period_name: str, agents: lis
     }
 
 
-def narrowing_page(project_id: int, now: datetime, period_name: str, agents: list[str]) -> dict:
+def narrowing_page(
+    project_id: int,
+    now: datetime,
+    period_name: str,
+    agents: list[str],
+    releases: list[str] | None = None,
+) -> dict:
     """The narrowing what-if over the period: overall, per classifier model and per agent, and
     what each top-N saves against the full set (dashboard.queries.tool_definition_cost). Two
     reads of rollups, and the project's price overrides when a model call reports toolsCount."""
     period, grain, start, end = _hourly_range(now, period_name)
     rows = reader.read(project_id, grain, start, end, kinds=(NARROWING,),
-                       agents=agents, keep=("kind", "agent", "model", "key"))  # fmt: skip
+                       agents=agents, keep=("kind", "agent", "model", "key"),
+                       releases=releases)  # fmt: skip
     overall = tool_stats.whatif(rows)
-    costs = definition_costs(project_id, grain, start, end, agents) if overall.points else []
+    costs = (definition_costs(project_id, grain, start, end, agents, releases)
+             if overall.points else [])  # fmt: skip
     saved, priced_share = savings(overall.decisions, overall.points, costs)
     return {
         "period": period,

@@ -4,15 +4,15 @@ and role-defaulted reasons. One rollup read (dashboard.queries.page_rollups.clas
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
 from dashboard.charts import category_charts, plotting, time_charts
 from dashboard.queries import page_rollups
-from dashboard.web.access import get_project_for_user
-from dashboard.web.params import chart_context, chart_params
+from dashboard.queries.release_lines import release_lines
+from dashboard.web.access import get_project_for_user, role_required
+from dashboard.web.params import chart_context, chart_params, chart_releases
 from dashboard.web.timerange import LIVE_SECONDS, empty_period, in_progress
 
 VERDICT_CLASSES = ("allow", "block", "parse_error", "unavailable")
@@ -37,12 +37,14 @@ def by_second(counts: dict[tuple[str, str], int]) -> tuple[list[str], dict[str, 
     return categories, {s or "—": [counts.get((c, s), 0) for c in categories] for s in stacks}
 
 
-@login_required
+@role_required
 def classifiers_page(request: HttpRequest) -> HttpResponse:
     project = get_project_for_user(request)
     chosen, period, agents, error = chart_params(request)
+    releases, release_error = chart_releases(request)
+    error = error or release_error
     now = timezone.now()
-    data = page_rollups.classifiers_page(project.pk, now, period.name, agents)
+    data = page_rollups.classifiers_page(project.pk, now, period.name, agents, releases)
     partial = in_progress(period, data["start"], data["end"], now)
     skip_totals = [t for t in data["skip_totals"] if t["count"]]
     models, verdict_stacks = verdict_mix(data["verdicts"])
@@ -50,7 +52,7 @@ def classifiers_page(request: HttpRequest) -> HttpResponse:
     reasons, reason_models = by_second(data["role_defaulted"])
     agreement = {"first-pick agreement": data["agreement"]}
     context = {
-        **chart_context(project, data, agents, error, chosen),
+        **chart_context(project, data, agents, error, chosen, releases),
         "latency_figure": time_charts.classifier_latency(data["latency"]),
         "skips_figure": category_charts.bars(
             [t["group"]["reason"] for t in skip_totals],
@@ -77,8 +79,11 @@ def classifiers_page(request: HttpRequest) -> HttpResponse:
         if reasons
         else None,
     }
+    markers = release_lines(project.pk, data["start"], data["end"], agents)
     for name in TIME_FIGURES:
-        context[name] = plotting.over_period(context[name], data["start"], data["end"], partial)
+        context[name] = plotting.over_period(
+            context[name], data["start"], data["end"], partial, markers
+        )
     empty = not (data["latency_totals"] or data["verdicts"] or data["agreement_overall"][1])
     context.update(
         empty=empty_period(project.pk, agents, period, data["start"], data["end"])

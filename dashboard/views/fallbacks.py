@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -28,11 +27,12 @@ from django.utils.http import urlencode
 
 from dashboard.charts import category_charts, plotting, time_charts
 from dashboard.queries.page_rollups import count_rows, overview_range
+from dashboard.queries.release_lines import release_lines
 from dashboard.queries.run_list import Sort, keyset_page, run_row
 from dashboard.queries.run_records import load_records
 from dashboard.web import timerange
-from dashboard.web.access import get_project_for_user, get_run_for_user
-from dashboard.web.params import DAMAGED_LINK, chart_context, chart_params
+from dashboard.web.access import get_project_for_user, get_run_for_user, role_required
+from dashboard.web.params import DAMAGED_LINK, chart_context, chart_params, chart_releases
 from records.contract import fallback_causes, rollup_keys
 from records.contract.cursor import CursorError
 from records.contract.fallback_causes import MOVED_RUN
@@ -96,10 +96,13 @@ def fold(rows: Iterable[Row]) -> dict[str, Any]:
     }
 
 
-def run_counts(project_id: int, start: datetime, end: datetime, agents: list[str]) -> dict:
+def run_counts(
+    project_id: int, start: datetime, end: datetime, agents: list[str],
+    releases: list[str] | None = None,
+) -> dict:  # fmt: skip
     """Runs active in [start, end) and how many of them moved (a swap or a fallback flag),
     from the run summaries: one aggregate over the range's runs (index run_recent)."""
-    runs = _runs_in(project_id, start, end, agents)
+    runs = _runs_in(project_id, start, end, agents, releases)
     return runs.aggregate(
         runs=Count("id"),
         moved=Count("id", filter=MOVED_RUN),
@@ -108,8 +111,10 @@ def run_counts(project_id: int, start: datetime, end: datetime, agents: list[str
     )
 
 
-def _runs_in(project_id: int, start: datetime, end: datetime, agents: list[str]):
+def _runs_in(project_id: int, start: datetime, end: datetime, agents: list[str], releases=None):
     runs = Run.objects.filter(project_id=project_id, last_ts__gte=start, first_ts__lt=end)
+    if releases:  # a run's release, kept as its agent is (records.catchup.upserts.merge_runs)
+        runs = runs.filter(release__in=releases)
     return runs.filter(agent__in=agents) if agents else runs
 
 
@@ -169,15 +174,18 @@ def _chain_records(run: Run) -> list[dict]:
 
 
 # --- pages ---------------------------------------------------------------------------------------
-@login_required
+@role_required
 def fallbacks_page(request: HttpRequest) -> HttpResponse:
     project = get_project_for_user(request)
     chosen, period, agents, error = chart_params(request)
+    releases, release_error = chart_releases(request)
+    error = error or release_error
     now = timezone.now()
     start, end = overview_range(now, period.name)
-    data = fold(count_rows(project.pk, period.interval, start, end, KINDS, agents))
-    counts = run_counts(project.pk, start, end, agents)
-    moved = _runs_in(project.pk, start, end, agents).filter(MOVED_RUN)
+    data = fold(count_rows(project.pk, period.interval, start, end, KINDS, agents,
+                           releases=releases))  # fmt: skip
+    counts = run_counts(project.pk, start, end, agents, releases)
+    moved = _runs_in(project.pk, start, end, agents, releases).filter(MOVED_RUN)
     try:
         runs, next_cursor = keyset_page(
             moved, Sort("last_ts", True), request.GET.get("after"), RUNS_SHOWN
@@ -197,7 +205,7 @@ def fallbacks_page(request: HttpRequest) -> HttpResponse:
         rows.append(row)
     query = {k: v for k, v in request.GET.items() if k != "after"}
     context = {
-        **chart_context(project, data, agents, error, chosen),
+        **chart_context(project, data, agents, error, chosen, releases),
         "causes": [(c, CAUSES[c], data["totals"][c]) for c in CAUSES],
         "counts": counts,
         "funnel_figure": category_charts.fallback_funnel(
@@ -206,8 +214,12 @@ def fallbacks_page(request: HttpRequest) -> HttpResponse:
         if counts["runs"] or any(data["totals"].values())
         else None,
         "series_figure": plotting.over_period(
-            time_charts.counts_over_time(series, ytitle="fallbacks"), start, end, partial
-        ),
+            time_charts.counts_over_time(series, ytitle="fallbacks"),
+            start,
+            end,
+            partial,
+            release_lines(project.pk, start, end, agents),
+        ),  # fmt: skip
         "pairs": [
             (CAUSES[cause], rollup_keys.model_label(rollup_keys.model_of(model)), served, n)
             for (cause, model, served), n in data["pairs"]
@@ -223,7 +235,7 @@ def fallbacks_page(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/fallbacks.html", context)
 
 
-@login_required
+@role_required
 def fallback_run(request: HttpRequest, run_id: str) -> HttpResponse:
     run = get_run_for_user(request, run_id)
     records = _chain_records(run)

@@ -3,7 +3,6 @@ data freshness and the most recent runs of the current project."""
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -11,9 +10,10 @@ from django.utils import timezone
 from alerts.firing import firing_alerts
 from dashboard.charts import plotting, time_charts
 from dashboard.queries import cost_rollups, page_rollups
+from dashboard.queries.release_lines import release_lines
 from dashboard.queries.run_list import run_row
-from dashboard.web.access import get_project_for_user, operator_projects
-from dashboard.web.params import chart_context, chart_params
+from dashboard.web.access import get_project_for_user, operator_projects, role_required
+from dashboard.web.params import chart_context, chart_params, chart_releases
 from dashboard.web.timerange import LIVE_SECONDS, empty_period, in_progress
 from records.contract.cost import snapshot_label
 from records.metrics.freshness import project_freshness
@@ -29,32 +29,35 @@ RATE_LABELS = {
 }
 
 
-@login_required
+@role_required
 def overview(request: HttpRequest) -> HttpResponse:
     if not operator_projects(request):
         # The landing page after login: say what to do rather than answer 404.
         return render(request, "dashboard/no_projects.html")
     project = get_project_for_user(request)
     chosen, period, agents, error = chart_params(request)
+    releases, release_error = chart_releases(request)
+    error = error or release_error
     now = timezone.now()
-    data = page_rollups.overview(project.pk, now, period.name, agents)
+    data = page_rollups.overview(project.pk, now, period.name, agents, releases)
     partial = in_progress(period, data["start"], data["end"], now)
     spend_by_model = cost_rollups.spend_over_time(project.pk, period.interval, data["start"],
-                                                  data["end"], agents)  # fmt: skip
+                                                  data["end"], agents, releases)  # fmt: skip
     figures_ = {
         "records_figure": time_charts.records_by_kind(data["records_by_kind"]),
         "latency_figure": time_charts.latency_by_model(data["latency_by_model"]),
         "rates_figure": time_charts.rates_over_time(data["rates"], RATE_LABELS),
         "spend_figure": time_charts.spend_by_model(spend_by_model),
     }
+    markers = release_lines(project.pk, data["start"], data["end"], agents)
     figures_ = {
-        name: plotting.over_period(f, data["start"], data["end"], partial)
+        name: plotting.over_period(f, data["start"], data["end"], partial, markers)
         for name, f in figures_.items()
     }
     records = next(k for k in data["kpis"] if k.name == "records")
     queues = queue_status()
     context = {
-        **chart_context(project, data, agents, error, chosen),
+        **chart_context(project, data, agents, error, chosen, releases),
         **figures_,
         "empty": empty_period(project.pk, agents, period, data["start"], data["end"])
         if not records.count

@@ -5,7 +5,6 @@ records.catchup.tool_funnel."""
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -15,8 +14,9 @@ from dashboard.charts import tool_charts
 from dashboard.charts.category_charts import bars
 from dashboard.charts.plotting import over_period
 from dashboard.queries import tool_queries
-from dashboard.web.access import get_project_for_user
-from dashboard.web.params import chart_context, chart_params
+from dashboard.queries.release_lines import release_lines
+from dashboard.web.access import get_project_for_user, role_required
+from dashboard.web.params import chart_context, chart_params, chart_releases
 from dashboard.web.timerange import LIVE_SECONDS, in_progress
 from records.contract.cost import snapshot_label
 from records.contract.rollup_keys import model_label
@@ -31,14 +31,16 @@ def _page(request, template: str, partial: str, context: dict) -> HttpResponse:
     return render(request, template, context)
 
 
-@login_required
+@role_required
 def tools_list(request: HttpRequest) -> HttpResponse:
     project = get_project_for_user(request)
     chosen, period, agents, error = chart_params(request)
-    data = tool_queries.tools_page(project.pk, timezone.now(), period.name, agents)
+    releases, release_error = chart_releases(request)
+    error = error or release_error
+    data = tool_queries.tools_page(project.pk, timezone.now(), period.name, agents, releases)
     skips = [(reason, n) for reason, n in data["skips"].items()]
     context = {
-        **chart_context(project, data, agents, error, chosen),
+        **chart_context(project, data, agents, error, chosen, releases),
         "funnel_figure": tool_charts.funnel(data["total"]) if data["tools"] else None,
         "skips_figure": bars([r for r, _ in skips], [n for _, n in skips], ytitle="picks")
         if any(n for _, n in skips)
@@ -55,12 +57,16 @@ def _before(request: HttpRequest) -> int | None:
     return int(value) if value.isascii() and value.isdigit() and len(value) < 19 else None
 
 
-@login_required
+@role_required
 def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
     project = get_project_for_user(request)
     chosen, period, agents, error = chart_params(request)
+    releases, release_error = chart_releases(request)
+    error = error or release_error
     now = timezone.now()
-    data = tool_queries.tool_page(project.pk, now, period.name, agents, name, _before(request))
+    data = tool_queries.tool_page(
+        project.pk, now, period.name, agents, name, _before(request), releases
+    )
     # A name nothing of the project ever named is no tool of it, as an unknown run is no run;
     # a tool with nothing in this period is still one (the page says the period is empty).
     if not data["seen"] and not tool_queries.tool_known(project.pk, name):
@@ -68,15 +74,19 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
     partial = in_progress(period, data["start"], data["end"], now)
     stats = data["stats"]
     context = {
-        **chart_context(project, data, agents, error, chosen),
+        **chart_context(project, data, agents, error, chosen, releases),
         "name": name,
         "stats": stats,
         "funnel_figure": tool_charts.funnel(stats)
         if stats.all_offered or stats.called or stats.call_called
         else None,
         "time_figure": over_period(
-            tool_charts.over_time(data["series"]), data["start"], data["end"], partial
-        )
+            tool_charts.over_time(data["series"]),
+            data["start"],
+            data["end"],
+            partial,
+            release_lines(project.pk, data["start"], data["end"], agents),
+        )  # fmt: skip
         if data["series"]
         else None,
         "live": partial is not None,
@@ -87,23 +97,27 @@ def tool_detail(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
-@login_required
+@role_required
 def selection(request: HttpRequest) -> HttpResponse:
     project = get_project_for_user(request)
     chosen, period, agents, error = chart_params(request)
+    releases, release_error = chart_releases(request)
+    error = error or release_error
     now = timezone.now()
-    data = tool_queries.selection_page(project.pk, now, period.name, agents)
+    data = tool_queries.selection_page(project.pk, now, period.name, agents, releases)
     partial = in_progress(period, data["start"], data["end"], now)
 
+    markers = release_lines(project.pk, data["start"], data["end"], agents)
+
     def timed(figure):
-        return over_period(figure, data["start"], data["end"], partial)
+        return over_period(figure, data["start"], data["end"], partial, markers)
 
     calibration = [
         (model_label(model or None), *cal.result(), cal.reliability())
         for model, cal in data["calibration"].items()
     ]
     context = {
-        **chart_context(project, data, agents, error, chosen),
+        **chart_context(project, data, agents, error, chosen, releases),
         "agreement_model_figure": timed(tool_charts.rates(data["agreement_by_model"], models=True)),
         "agreement_agent_figure": timed(
             tool_charts.rates(data["agreement_by_agent"], models=False)
@@ -133,16 +147,18 @@ def selection(request: HttpRequest) -> HttpResponse:
     )
 
 
-@login_required
+@role_required
 def narrowing(request: HttpRequest) -> HttpResponse:
     project = get_project_for_user(request)
     chosen, period, agents, error = chart_params(request)
-    data = tool_queries.narrowing_page(project.pk, timezone.now(), period.name, agents)
+    releases, release_error = chart_releases(request)
+    error = error or release_error
+    data = tool_queries.narrowing_page(project.pk, timezone.now(), period.name, agents, releases)
     by_model = {model_label(m or None): w for m, w in data["by_model"].items()}
     by_agent = {a or "(no agent)": w for a, w in data["by_agent"].items()}
     groups = {"all": data["overall"], **{f"model {k}": w for k, w in by_model.items()}}
     context = {
-        **chart_context(project, data, agents, error, chosen),
+        **chart_context(project, data, agents, error, chosen, releases),
         "miss_figure": tool_charts.whatif(groups, cost=False) if data["overall"].points else None,
         "cost_figure": tool_charts.whatif(groups, cost=True) if data["overall"].points else None,
         "agent_miss_figure": tool_charts.whatif(by_agent, cost=False)

@@ -73,9 +73,19 @@ def chart_params(
     return chosen, chosen.period(now), agents, None
 
 
+def chart_releases(request: HttpRequest) -> tuple[list[str], FilterError | None]:
+    """A rollup page's releases (?release=a,b): rows of those releases only (all when none); a
+    bad parameter reads none and is returned, as chart_params does."""
+    try:
+        return parse_filters({"release": request.GET.get("release", "")}).releases, None
+    except FilterError as exc:
+        return [], exc
+
+
 def chart_context(
-    project, data: dict, agents: list[str], error: FilterError | None, chosen=None
-) -> dict:
+    project, data: dict, agents: list[str], error: FilterError | None, chosen=None,
+    releases: list[str] | None = None,
+) -> dict:  # fmt: skip
     """What every chart page's template reads besides its figures: the project, the page's
     data, the time range and its choices, the agent filter as typed, a bad parameter's error
     and whether the range starts before the rollups kept."""
@@ -85,6 +95,9 @@ def chart_context(
         "range": chosen or timerange.TimeRange(timerange.DEFAULT_PERIOD),
         "presets": timerange.presets(),
         "agent": ",".join(agents),
+        # The release filter, on the pages whose rollups honour it (None: not offered).
+        "release_filter": releases is not None,
+        "release": ",".join(releases or ()),
         "error": error,
         "retention_notice": retention.past_rollup_retention_notice(data.get("start")),
     }

@@ -13,6 +13,7 @@ records.metrics.definitions and never imports its modules:
 - upserts: the batch written as rollup cells, run summaries and classifications;
 - tool_funnel: the tool decisions of picks, outcomes and turns;
 - streak_fold: the contract-broken streaks, recomputed minute by minute;
+- marker_fold: the deploy markers of releases first seen in a pass's records;
 - housekeeping: ANALYZE and VACUUM of what the catch-up grows and churns;
 - rebuild: every rollup dropped and folded again from the records;
 - reprice: records priced again after a price override changed, what was folded moved by the
@@ -37,12 +38,13 @@ from records.catchup.lanes import (
     streaks_folded_name,
 )
 from records.catchup.passes import (
-    DEFAULT_BATCH,
     PASS_SPACING_SECONDS,
     PassResult,
     catch_up,
+    default_batch,
     run_pass,
 )
+from records.catchup.rebuild import rebuild, rebuild_if_requested
 from records.catchup.reprice import reprice
 from records.catchup.streak_fold import (
     STREAK_COST_SHARE,
@@ -52,7 +54,6 @@ from records.catchup.streak_fold import (
 
 __all__ = [
     "ANALYZE_STATISTICS_TARGET",
-    "DEFAULT_BATCH",
     "PASS_SPACING_SECONDS",
     "STREAK_COST_SHARE",
     "STREAK_SETTLE_SECONDS",
@@ -61,12 +62,15 @@ __all__ = [
     "analyze_if_grown",
     "catch_up",
     "configured_lanes",
+    "default_batch",
     "fold_dirty_streaks",
     "folded_upto",
     "lane_name",
     "lane_of",
     "lane_watermarks",
     "parse_lane_name",
+    "rebuild",
+    "rebuild_if_requested",
     "reprice",
     "run_pass",
     "streaks_folded_name",

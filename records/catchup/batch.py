@@ -37,7 +37,7 @@ GRAINS = (Grain.MINUTE, Grain.HOUR, Grain.DAY)
 FIELDS = (
     "id", "project_id", "kind", "agent", "model", "rollup_key", "ts", "latency_ms", "tokens_in",
     "tokens_out", "run_id", "record_key", "outcome", "named_models", "is_swap", "is_fallback",
-    "is_error", "is_contract_break", "has_violation", "cost_nano", "cost_source",
+    "is_error", "is_contract_break", "has_violation", "cost_nano", "cost_source", "release",
 )  # fmt: skip
 
 
@@ -48,36 +48,26 @@ FLAGS = ("swap", "fallback", "error", "contract_break", "violation")
 # codes of a flagged record, and for records.catchup.tool_funnel the iteration and JSON of picks and
 # outcomes (their data) and turns (their derived fields); for a model call that reports toolsCount,
 # "toolsCount,messagesCount,cacheRead,cacheWrite" (empty where absent: its TOOL_DEFINITIONS row).
-JSON_FIELDS = {
-    "postgresql": (
-        f"CASE WHEN kind = '{VERDICT}' THEN data->>'toolCallId' END",
-        "CASE WHEN has_violation THEN derived->'violations' END",
+def json_fields(store) -> tuple[str, ...]:
+    """Those columns, in the SQL of `store` (a records.store.backends backend)."""
+    text, value, whole = store.json_text, store.json_value, store.json_as_text
+    return (
+        f"CASE WHEN kind = '{VERDICT}' THEN {text('data', 'toolCallId')} END",
+        f"CASE WHEN has_violation THEN {value('derived', 'violations')} END",
         "iteration",
-        f"CASE WHEN kind = '{TURN}' THEN derived::text "
-        f"WHEN kind IN ('{PICK}', '{OUTCOME}') THEN data::text "
-        f"WHEN kind = '{MODEL_CALL}' AND data->>'toolsCount' IS NOT NULL THEN concat_ws(',', "
-        "data->>'toolsCount', coalesce(data->>'messagesCount', ''), "
-        "coalesce(data->'usage'->>'cacheRead', ''), coalesce(data->'usage'->>'cacheWrite', '')) "
-        "END",
-    ),
-    "sqlite": (
-        f"CASE WHEN kind = '{VERDICT}' THEN json_extract(data, '$.toolCallId') END",
-        "CASE WHEN has_violation THEN json_extract(derived, '$.violations') END",
-        "iteration",
-        f"CASE WHEN kind = '{TURN}' THEN derived "
-        f"WHEN kind IN ('{PICK}', '{OUTCOME}') THEN data "
-        f"WHEN kind = '{MODEL_CALL}' AND json_extract(data, '$.toolsCount') IS NOT NULL THEN "
-        "json_extract(data, '$.toolsCount') || ',' || "
-        "coalesce(json_extract(data, '$.messagesCount'), '') || ',' || "
-        "coalesce(json_extract(data, '$.usage.cacheRead'), '') || ',' || "
-        "coalesce(json_extract(data, '$.usage.cacheWrite'), '') END",
-    ),
-}
+        f"CASE WHEN kind = '{TURN}' THEN {whole('derived')} "
+        f"WHEN kind IN ('{PICK}', '{OUTCOME}') THEN {whole('data')} "
+        f"WHEN kind = '{MODEL_CALL}' AND {text('data', 'toolsCount')} IS NOT NULL THEN "
+        f"{text('data', 'toolsCount')} || ',' || "
+        f"coalesce({text('data', 'messagesCount')}, '') || ',' || "
+        f"coalesce({text('data', 'usage', 'cacheRead')}, '') || ',' || "
+        f"coalesce({text('data', 'usage', 'cacheWrite')}, '') END",
+    )
 
 
 # The row Batch.add unpacks, column by column in the order the pass reads them (FIELDS, then the
-# JSON_FIELDS), each with the name add gives it: tests/test_rollups.py holds add to this order,
-# so a column added to FIELDS cannot shift the names of those after it unnoticed.
+# json_fields), each with the name add gives it: tests/records/catchup/test_rollups.py holds add
+# to this order, so a column added to FIELDS cannot shift the names of those after it unnoticed.
 ROW_NAMES = (
     ("id", "record_id"), ("project_id", "project"), ("kind", "kind"), ("agent", "agent"),
     ("model", "model"), ("rollup_key", "key"), ("ts", "ts"), ("latency_ms", "latency"),
@@ -85,7 +75,7 @@ ROW_NAMES = (
     ("record_key", "record_key"), ("outcome", "outcome"), ("named_models", "named"),
     ("is_swap", "swap"), ("is_fallback", "fallback"), ("is_error", "error"),
     ("is_contract_break", "contract_break"), ("has_violation", "violation"),
-    ("cost_nano", "cost_nano"), ("cost_source", "cost_source"),
+    ("cost_nano", "cost_nano"), ("cost_source", "cost_source"), ("release", "release"),
     ("a verdict's toolCallId", "tool_call_id"), ("the violation codes", "violations"),
     ("iteration", "iteration"), ("a decision's JSON", "body"),
 )  # fmt: skip
@@ -99,6 +89,7 @@ class _RunDelta:
     first_ts: datetime | None = None
     last_ts: datetime | None = None
     agent: str | None = None  # the greatest agent of the pass's records of the run
+    release: str | None = None  # and the greatest release
     cost_nano: int = 0
     cost_unknown: int = 0  # records with usage and no known price
 
@@ -107,13 +98,14 @@ class Batch:
     """Everything one pass adds, aggregated in memory before it touches the database."""
 
     def __init__(self) -> None:
-        self.cells: dict[tuple, Cell] = defaultdict(Cell)  # minute grain
+        # minute grain: (project, minute, kind, agent, model, key, release) -> its sums
+        self.cells: dict[tuple, Cell] = defaultdict(Cell)
         self.runs: dict[tuple[int, str], _RunDelta] = defaultdict(_RunDelta)
         # (project, model, minute) -> [(verdict class, ts, record key)]
         self.verdicts: dict[tuple, list[tuple]] = defaultdict(list)
-        # (project, run_id, toolCallId) -> [(attempt, ts, record key, seat model, agent)]
+        # (project, run_id, toolCallId) -> [(attempt, ts, record key, seat model, agent, release)]
         self.attempts: dict[tuple, list[tuple]] = defaultdict(list)
-        # (project, run_id, code) -> [(id, minute, agent, model)] of once-per-run notices
+        # (project, run_id, code) -> [(id, minute, agent, model, release)] of once-per-run notices
         self.once_notices: dict[tuple, list[tuple]] = defaultdict(list)
         # records.catchup.tool_funnel: the hourly tool cells, the picks' tool tallies, and (project,
         # run_id, iteration) -> [the earliest pick, the earliest outcome] of this pass's decisions
@@ -130,10 +122,12 @@ class Batch:
     def add(self, row: tuple) -> None:
         (record_id, project, kind, agent, model, key, ts, latency, t_in, t_out, run_id,
          record_key, outcome, named, swap, fallback, error, contract_break, violation,
-         cost_nano, cost_source, tool_call_id, violations, iteration, body) = row  # fmt: skip
+         cost_nano, cost_source, release, tool_call_id, violations, iteration,
+         body) = row  # fmt: skip
         # Per record, so written for speed: a pass calls this 100,000 times.
         minute = BUCKET_MEMO.get((ts.minute, ts.hour, ts.day, ts.month, ts.year)) or minute_of(ts)
-        cell = self.cells[(project, minute, kind, agent or "", model or "", key)]
+        release = release or ""
+        cell = self.cells[(project, minute, kind, agent or "", model or "", key, release)]
         cell.count += 1
         if t_in:
             cell.tokens_in += t_in
@@ -143,7 +137,9 @@ class Batch:
             cell.add_cost(cost_nano)
         if latency is not None:
             if kind in PICKS:  # into its classifier model's PICK_LATENCY cell, not its own
-                merged = self.cells[(project, minute, PICK_LATENCY, agent or "", model or "", "")]
+                merged = self.cells[
+                    (project, minute, PICK_LATENCY, agent or "", model or "", "", release)
+                ]
                 merged.count += 1
                 merged.add_latency(latency)
             else:
@@ -157,6 +153,8 @@ class Batch:
             run.last_ts = ts
         if agent and (run.agent is None or agent > run.agent):
             run.agent = agent
+        if release and (run.release is None or release > run.release):
+            run.release = release
         run.kinds[kind] += 1
         if cost_source is not None:
             if cost_nano is None:
@@ -179,28 +177,30 @@ class Batch:
                 # a notice it flagged before (a rebuild) must not count that code twice.
                 violations = [code for code in violations if code != NOTICE_REPEATED]
             if violations:
-                self.add_violations(project, minute, kind, agent, model, violations)
+                self.add_violations(project, minute, kind, agent, model, violations, release)
         if kind in tool_funnel.KINDS:
             tool_funnel.add(self, project, kind, agent, model, ts, run_id, record_key, iteration,
-                      latency, error, body)  # fmt: skip
+                      latency, error, body, release)  # fmt: skip
         elif kind == VERDICT and model:
             self.verdicts[(project, model, minute)].append((outcome, ts, record_key))
             fields = _DECODED.get((VERDICT, key)) or _decoded(VERDICT, key)
             if tool_call_id:
                 self.attempts[(project, run_id, tool_call_id)].append(
-                    (fields["attempt"], ts, record_key, fields["seat"], agent or "")
+                    (fields["attempt"], ts, record_key, fields["seat"], agent or "", release)
                 )
         elif kind == MODEL_CALL:
             if body:
-                self.add_definition_call(project, minute, agent, model, key, t_in, body)
+                self.add_definition_call(project, minute, agent, model, key, t_in, body, release)
         elif kind == NOTICE:
             code = (_DECODED.get((NOTICE, key)) or _decoded(NOTICE, key))["code"]
             if code in ONCE_PER_RUN_NOTICES:
                 self.once_notices[(project, run_id, code)].append(
-                    (record_id, minute, agent or "", model or "")
+                    (record_id, minute, agent or "", model or "", release)
                 )
 
-    def add_definition_call(self, project, minute, agent, model, key, t_in, body: str) -> None:
+    def add_definition_call(
+        self, project, minute, agent, model, key, t_in, body: str, release: str = ""
+    ) -> None:
         """A model call that reports toolsCount into its hour's TOOL_DEFINITIONS cell: one call,
         its prompt tokens (input, cached read and written) and their square. `key` is the call's
         MODEL_CALL key, its provider escaped as TOOL_DEFINITIONS' first field; the counts are
@@ -209,27 +209,30 @@ class Batch:
         prompt = (t_in or 0) + int(cache_read or 0) + int(cache_write or 0)
         hour = minute.replace(minute=0)
         cell = self.definition_hourly[
-            (project, hour, TOOL_DEFINITIONS, agent or "", model or "", f"{key}|{tools}|{messages}")
-        ]
+            (project, hour, TOOL_DEFINITIONS, agent or "", model or "",
+             f"{key}|{tools}|{messages}", release)
+        ]  # fmt: skip
         cell.count += 1
         cell.tokens_in += prompt
         # A float: the squares only weigh the estimate's error (its slope is the integer sums').
         cell.latency_sum += float(prompt * prompt)
 
-    def add_violations(self, project, minute, kind, agent, model, codes) -> None:
+    def add_violations(self, project, minute, kind, agent, model, codes, release="") -> None:
         """One VIOLATION row per code, and one with code "" per violating record."""
         for code in ("", *codes):
             key = rollup_keys.encode(VIOLATION, {"kind": kind, "code": code})
-            self.cells[(project, minute, VIOLATION, agent or "", model or "", key)].count += 1
+            self.cells[
+                (project, minute, VIOLATION, agent or "", model or "", key, release)
+            ].count += 1
 
     def add_classification(self, project, state: tuple | None, delta: int) -> None:
         """Add (or take back) a classification's one count in its first rung-0 minute."""
         if state is None or state[0] is None:
             return  # no rung-0 attempt yet: not counted anywhere
-        first_ts, _, seat, agent, fell_back = state
+        first_ts, _, seat, agent, release, fell_back = state
         key = rollup_keys.encode(CLASSIFICATION, {"fell_back": int(fell_back)})
         minute = truncate(first_ts, Grain.MINUTE)
-        self.cells[(project, minute, CLASSIFICATION, agent, seat, key)].count += delta
+        self.cells[(project, minute, CLASSIFICATION, agent, seat, key, release)].count += delta
 
     def grains(self) -> dict[str, dict[tuple, Cell]]:
         """The minute cells, and the same merged into hours and days."""

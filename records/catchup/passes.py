@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import connection, transaction
-from django.db.models import Max
 from django.db.models.functions import Mod
 from django.utils import timezone
 
@@ -40,6 +39,7 @@ from records.catchup.lanes import (
     lock_watermark,
     parse_lane_name,
 )
+from records.catchup.marker_fold import mark_first_records
 from records.catchup.reads import fetch_records
 from records.catchup.sql_helpers import commit_without_flush
 from records.catchup.streak_fold import fold_dirty_streaks, merge_streaks
@@ -50,12 +50,13 @@ from records.catchup.upserts import (
     merge_runs,
     runs_folded_before,
 )
-from records.collector import collector_paused
+from records.gc_pause import gc_paused
 from records.models import (
     PendingBatch,
     Record,
     Watermark,
 )
+from records.store.backends import backend
 from records.store.locks import (
     INGEST_LOCK_KEY,
     LANE_SWITCH_LOCK_KEY,
@@ -82,7 +83,10 @@ class PassResult:
 # streamed (fetch_records), so the worker's memory grows with the cells, runs and decisions, not the
 # rows; what a process keeps after its pass is what the worker's memory bound judges
 # (WORKER_MAX_MEMORY_PER_CHILD, workers.memory).
-DEFAULT_BATCH = {"postgresql": 200_000, "sqlite": 5_000}
+# The size is the store backend's (catchup_batch): SQLite, one writer at a time, keeps passes
+# short so that ingest waits little behind one.
+def default_batch() -> int:
+    return backend().catchup_batch
 
 
 def catch_up(
@@ -100,7 +104,7 @@ def catch_up(
     A pass waits until `spacing` seconds after the start of the lane's last pass that folded
     records (0: never; see PASS_SPACING_SECONDS)."""
     lanes = lanes or configured_lanes()
-    batch_size = batch_size or DEFAULT_BATCH[connection.vendor]
+    batch_size = batch_size or default_batch()
     deadline = timezone.now() + timedelta(seconds=max_seconds)
     total = 0
     for one in range(lanes) if lane is None else (lane,):
@@ -158,7 +162,7 @@ def run_pass(
             if watermark is not None:
                 wait = min(_spacing_left(watermark, spacing), spacing - waited)
                 if wait <= 0:
-                    return _fold(watermark, lane, lanes, batch_size, high)
+                    return fold_lane_pass(watermark, lane, lanes, batch_size, high)
         if watermark is None:
             _switch_lanes(lanes, batch_size)  # the lanes are of another count (or none yet)
             continue
@@ -177,13 +181,17 @@ def run_pass(
 def _spacing_left(watermark: Watermark, spacing: float) -> float:
     """Seconds until `spacing` after the start of the lane's last pass that folded records,
     at most `spacing`."""
-    if spacing <= 0 or watermark.last_fold_at is None or connection.vendor != "postgresql":
+    if (
+        spacing <= 0
+        or watermark.last_fold_at is None
+        or not backend().features.concurrent_writes  # one writer: passes never overlap
+    ):
         return 0.0
     since = (timezone.now() - watermark.last_fold_at).total_seconds()
     return min(spacing, spacing - since)
 
 
-def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: int | None):
+def fold_lane_pass(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: int | None):
     """Fold the lane's next window into the rollups and move its (locked) watermark."""
     commit_without_flush()
     fresh = high is None or high <= watermark.last_id  # another process may have passed it
@@ -197,7 +205,7 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
     started = watermark.last_pass_at = timezone.now()
     batch = Batch()
     count = 0
-    with collector_paused():
+    with gc_paused():
         # Closed at once if folding fails: its read-ahead thread is done before the rollback.
         with closing(fetch_records(watermark.last_id, last_id, lane, lanes)) as chunks:
             for rows in chunks:
@@ -216,6 +224,8 @@ def _fold(watermark: Watermark, lane: int, lanes: int, batch_size: int, high: in
             if batch.definition_hourly:  # the model calls' TOOL_DEFINITIONS rows, hours and days
                 merge_rollups(tool_funnel.HourlyCells(batch.definition_hourly))
             merge_streaks(batch, last_id)
+            # records.catchup.marker_fold: the releases' first records, one statement a pass
+            mark_first_records(watermark.last_id, last_id, lane, lanes)
             merge_runs(batch)  # last: holds the run rows' locks for the shortest time
         # Freed while the collector is still paused: back on, its first collection would
         # otherwise walk every object the pass still held (none was ever collected young).
@@ -241,7 +251,7 @@ def _forget_folded_batches(upto: int, lane: int, lanes: int) -> None:
 def ensure_lanes(lanes: int) -> None:
     """Make the catch-up's lanes `lanes` of them (the first pass's job, or a switch's), for work
     that holds a lane's row as a pass does (records.catchup.reprice) before any pass ran."""
-    _switch_lanes(lanes, DEFAULT_BATCH)
+    _switch_lanes(lanes, default_batch())
 
 
 def _switch_lanes(lanes: int, batch_size: int) -> None:
@@ -260,9 +270,8 @@ def _switch_lanes(lanes: int, batch_size: int) -> None:
     """
     while True:
         with transaction.atomic():
-            if connection.vendor == "postgresql":  # SQLite: the write transaction serialises
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", [LANE_SWITCH_LOCK_KEY])
+            with connection.cursor() as cursor:  # SQLite: the write transaction serialises
+                backend().lock_transaction(cursor, LANE_SWITCH_LOCK_KEY)
             # Waits for the passes in flight, which hold their lane's row.
             rows = list(lane_watermarks().select_for_update().order_by("name"))
             counts = {parse_lane_name(row.name)[1] for row in rows}
@@ -291,7 +300,7 @@ def _switch_lanes(lanes: int, batch_size: int) -> None:
                     watermark = Watermark.objects.select_for_update().filter(name=name).first()
                     if watermark is None or watermark.last_id >= top:
                         break  # switched meanwhile, or there
-                    _fold(watermark, old_lane, old_lanes, batch_size, top)
+                    fold_lane_pass(watermark, old_lane, old_lanes, batch_size, top)
 
 
 def _safe_high_water() -> int:
@@ -303,8 +312,4 @@ def _safe_high_water() -> int:
     (in a savepoint of the pass's transaction, released at once: records.store.locks).
     SQLite runs one writer at a time, and this transaction is it.
     """
-    if connection.vendor != "postgresql":
-        return Record.objects.aggregate(m=Max("id"))["m"] or 0
-    with held_briefly("pg_advisory_xact_lock", INGEST_LOCK_KEY), connection.cursor() as cursor:
-        cursor.execute(f"SELECT coalesce(max(id), 0) FROM {Record._meta.db_table}")
-        return cursor.fetchone()[0]
+    return backend().committed_high_water(Record._meta.db_table, INGEST_LOCK_KEY)

@@ -33,7 +33,7 @@ from records.contract.cost import Cost, price
 from records.contract.kinds import KINDS
 from records.contract.rollup_keys import MODEL_CALL, PICK
 from records.models import Grain, Record, Rollup, Run
-from records.store.pricing import project_overrides
+from records.store.ingest_pricing import project_overrides
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def _chunk(project_id, model, provider, since, after) -> list[Record]:
     )
     if after is not None:
         rows = rows.filter(Q(ts__gt=after[0]) | Q(ts=after[0], id__gt=after[1]))
-    fields = ("id", "ts", "kind", "agent", "model", "rollup_key", "run_id", "data")
+    fields = ("id", "ts", "kind", "agent", "model", "rollup_key", "run_id", "release", "data")
     return list(rows.order_by("ts", "id").only(*fields, "cost_nano", "cost_source")[:CHUNK])
 
 
@@ -99,7 +99,7 @@ def _reprice_chunk(project_id: int, records: list[Record], folded_upto: int) -> 
             continue  # the pass folds its new cost
         for grain in _GRAINS:
             key = (grain, truncate(record.ts, grain), record.kind, record.agent or "",
-                   record.model or "", record.rollup_key)  # fmt: skip
+                   record.model or "", record.rollup_key, record.release or "")  # fmt: skip
             cells[key][0] += nano
             cells[key][1] += unknown
         runs[record.run_id][0] += nano
@@ -121,7 +121,7 @@ def _usage(record: Record):
 _ROLLUP_MOVE = f"""
 UPDATE {Rollup._meta.db_table} SET cost_nano = cost_nano + %s, cost_unknown = cost_unknown + %s
 WHERE project_id = %s AND grain = %s AND bucket = %s AND kind = %s AND agent = %s
-AND model = %s AND key = %s
+AND model = %s AND key = %s AND release = %s
 """
 _RUN_MOVE = f"""
 UPDATE {Run._meta.db_table} SET cost_nano = cost_nano + %s, cost_unknown = cost_unknown + %s
@@ -133,8 +133,8 @@ def _move_rollups(project_id: int, cells: dict[tuple, list[int]]) -> None:
     """Add the deltas to rows the catch-up wrote: an UPDATE, never an insert (a folded record's
     rows exist; a moved row must not appear where none was)."""
     rows = [
-        (nano, unknown, project_id, grain, db_time(bucket), kind, agent, model, key)
-        for (grain, bucket, kind, agent, model, key), (nano, unknown) in cells.items()
+        (nano, unknown, project_id, grain, db_time(bucket), kind, agent, model, key, release)
+        for (grain, bucket, kind, agent, model, key, release), (nano, unknown) in cells.items()
         if nano or unknown
     ]
     if rows:

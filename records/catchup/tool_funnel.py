@@ -63,6 +63,8 @@ thirds.
 - NARROWING, two per decision whose pick offered tools, key (offered m, side, n): side `need`
   with n = the top-N it needs; side `ranked` with n = the offered tools ranked (what a top-N
   below m would serve at most) and tokens_out = the doors served.
+
+Every row is under the release of the record it comes from, a decision's under its pick's.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ from records.contract.rollup_keys import (
     TURN,
 )
 from records.models import Grain, ToolDecision, ToolMiss
+from records.store.backends import backend
 
 ROLES = ("served", "narrowed_out", "door", "unoffered", "skipped", "called", "call_offered",
          "call_called")  # fmt: skip
@@ -139,13 +142,14 @@ def _time(ts: datetime) -> str:
 
 
 # --- per-record rows -----------------------------------------------------------------------------
-def _pick_state(ts: datetime, record_key: str, model, agent, data: dict) -> dict:
+def _pick_state(ts: datetime, record_key: str, model, agent, data: dict, release: str) -> dict:
     offered = _distinct(data.get("offered") or ())
     return {
         "t": _time(ts),
         "k": record_key,
         "m": model or "",
         "a": agent or "",
+        "v": release,
         "o": offered,
         "r": _distinct(t["name"] for t in data.get("ranked") or ()),
         "s": _distinct(data.get("served") or ()),
@@ -178,19 +182,17 @@ def _key(kind: str, *values) -> str:
     return key
 
 
-def _add(cells, project, bucket, kind, agent, model, key, n=1, t_in=0, t_out=0, value=None):
-    cell = cells[(project, bucket, kind, agent, model, key)]
+def _add(cells, project, bucket, kind, agent, model, key, n=1, t_in=0, t_out=0, release=""):
+    cell = cells[(project, bucket, kind, agent, model, key, release)]
     cell.count += n
     cell.tokens_in += t_in
     cell.tokens_out += t_out
-    if value is not None:
-        cell.latency_sum += value
     return cell
 
 
 def _add_pick(tallies: dict, project, hour, data: dict, state: dict) -> None:
     """Count the TOOL row of each tool the pick names in `tallies` (per pick, so written for
-    speed): {(project, hour, agent, model): {key values: [count, rank sum, score sum]}}, a
+    speed): {(project, hour, agent, model, release): {key values: [count, rank sum, score sum]}}, a
     dozen of tools a pick, turned into cells once per pass by _tallied_cells."""
     offered, served = state["o"], set(state["s"])
     reason = data.get("narrowedSkipped") or ""
@@ -201,7 +203,7 @@ def _add_pick(tallies: dict, project, hour, data: dict, state: dict) -> None:
     offered_set = set(offered)
     names = [*offered, *(n for n in state["s"] if n not in offered_set),
              *(n for n in ranks if n not in offered_set and n not in served)]  # fmt: skip
-    prefix = (project, hour, state["a"], state["m"])
+    prefix = (project, hour, state["a"], state["m"], state["v"])
     tally = tallies.get(prefix)
     if tally is None:
         tally = tallies[prefix] = {}
@@ -232,23 +234,24 @@ def _tally(tally: dict, values: tuple, rank: int, score: float) -> None:
 def _tallied_cells(cells, tallies: dict) -> None:
     """Add the picks' TOOL tallies to the hourly cells: tokens_in the rank, latency_sum the
     score (see the module's docstring)."""
-    for (project, hour, agent, model), tally in tallies.items():
+    for (project, hour, agent, model, release), tally in tallies.items():
         for values, (count, ranks, scores) in tally.items():
-            cell = cells[(project, hour, TOOL, agent, model, _key(TOOL, *values))]
+            cell = cells[(project, hour, TOOL, agent, model, _key(TOOL, *values), release)]
             cell.count += count
             cell.tokens_in += ranks
             cell.latency_sum += scores
 
 
-def _add_turn(cells, project, hour, agent, latency, is_error, derived: dict) -> None:
+def _add_turn(cells, project, hour, agent, latency, is_error, derived: dict, release) -> None:
     offered = derived.get("offered")
     if offered is not None:  # a model call's tool decision, read from a trace
         called = {c.get("action") for c in derived.get("calls") or () if c.get("action")}
         for name in offered:
-            _add(cells, project, hour, TOOL, agent, "", _key(TOOL, name, "call_offered", "0", ""))
+            _add(cells, project, hour, TOOL, agent, "", _key(TOOL, name, "call_offered", "0", ""),
+                 release=release)  # fmt: skip
             if name in called:
                 _add(cells, project, hour, TOOL, agent, "",
-                     _key(TOOL, name, "call_called", "0", ""))  # fmt: skip
+                     _key(TOOL, name, "call_called", "0", ""), release=release)  # fmt: skip
     for call in derived.get("calls") or ():
         action = call.get("action")
         if action is None:  # a control call (sub-agent, chat, ...): no tool
@@ -256,18 +259,20 @@ def _add_turn(cells, project, hour, agent, latency, is_error, derived: dict) -> 
         key = _key(
             TOOL_CALL, action, str(int(bool(call.get("invented")))), str(int(bool(is_error)))
         )
-        cell = _add(cells, project, hour, TOOL_CALL, agent, "", key)
+        cell = _add(cells, project, hour, TOOL_CALL, agent, "", key, release=release)
         if latency is not None:
             cell.add_latency(latency)
 
 
 # --- decisions -----------------------------------------------------------------------------------
 def contribution(pick: dict | None, outcome: dict | None) -> list[tuple]:
-    """The rows one decision holds: [(minute, kind, agent, model, key values, tokens_out)]
-    (rows of the hourly kinds go to the minute's hour)."""
+    """The rows one decision holds: [(minute, kind, agent, model, key values, tokens_out,
+    release)] (rows of the hourly kinds go to the minute's hour; the pick's release, "" for a
+    pick kept before releases were)."""
     if not pick or not outcome:
         return []
     minute, agent, model = _minute(pick["t"]), pick["a"], pick["m"]
+    release = pick.get("v", "")
     offered, ranked, served = pick["o"], pick["r"], set(pick["s"])
     offered_set = set(offered)
     called = outcome["c"]
@@ -294,18 +299,18 @@ def contribution(pick: dict | None, outcome: dict | None) -> list[tuple]:
         ranked_offered = sum(1 for name in ranked if name in offered_set)
         out.append((NARROWING, (str(m), "need", str(need(offered, ranked, called))), 0))
         out.append((NARROWING, (str(m), "ranked", str(ranked_offered)), doors))
-    return [(minute, kind, agent, model, values, t_out) for kind, values, t_out in out]
+    return [(minute, kind, agent, model, values, t_out, release) for kind, values, t_out in out]
 
 
 def _move(batch, hourly, misses: dict, key: tuple, pick, outcome, sign: int) -> None:
     project, run_id, _ = key
-    for minute, kind, agent, model, values, t_out in contribution(pick, outcome):
+    for minute, kind, agent, model, values, t_out, release in contribution(pick, outcome):
         if kind == SELECTION_LINK:
             cells, bucket = batch.cells, minute
         else:
             cells, bucket = hourly, minute.replace(minute=0)
         _add(cells, project, bucket, kind, agent, model, _key(kind, *values), n=sign,
-             t_out=sign * t_out)  # fmt: skip
+             t_out=sign * t_out, release=release)  # fmt: skip
         if kind == TOOL_LINK and values[1] == "missed":
             misses[(project, values[0], run_id)] += sign
 
@@ -320,7 +325,7 @@ KINDS = frozenset({PICK, OUTCOME, TURN})
 
 
 def add(batch, project, kind, agent, model, ts, run_id, record_key, iteration, latency, is_error,
-        text) -> None:  # fmt: skip
+        text, release="") -> None:  # fmt: skip
     """Fold one pick, outcome or turn of the pass into `batch` (a records.catchup.batch.Batch): its
     hourly cells at once, its side of a decision kept for `fold`. Called by _Batch.add for
     the records of KINDS, with the JSON the pass reads for them (a turn's derived fields, a
@@ -329,9 +334,9 @@ def add(batch, project, kind, agent, model, ts, run_id, record_key, iteration, l
     hour = bucket_of(minute_of(ts), Grain.HOUR)
     body = orjson.loads(text) if text else {}
     if kind == TURN:
-        _add_turn(hourly, project, hour, agent or "", latency, is_error, body)
+        _add_turn(hourly, project, hour, agent or "", latency, is_error, body, release)
     elif kind == PICK:
-        state = _pick_state(ts, record_key, model, agent, body)
+        state = _pick_state(ts, record_key, model, agent, body, release)
         _add_pick(batch.tool_tallies, project, hour, body, state)
         side = batch.tool_sides[(project, run_id, iteration)]
         side[0] = _earliest(side[0], state)
@@ -339,7 +344,7 @@ def add(batch, project, kind, agent, model, ts, run_id, record_key, iteration, l
         state = _outcome_state(ts, record_key, body)
         for name in state["c"]:
             _add(hourly, project, hour, TOOL, agent or "", "",
-                 _key(TOOL, name, "called", "0", ""))  # fmt: skip
+                 _key(TOOL, name, "called", "0", ""), release=release)  # fmt: skip
         side = batch.tool_sides[(project, run_id, iteration)]
         side[1] = _earliest(side[1], state)
 
@@ -450,17 +455,7 @@ def _save(rows: list[tuple]) -> None:
     if not rows:
         return
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(_STAGE)
-            with cursor.cursor.copy(f"COPY tool_decision_stage ({_COLUMNS}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-            cursor.execute(
-                f"INSERT INTO {_DECISION} ({_COLUMNS}) SELECT {_COLUMNS} FROM tool_decision_stage "
-                f"{_CONFLICT}"
-            )
-        else:
-            cursor.executemany(
-                f"INSERT INTO {_DECISION} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s) {_CONFLICT}",
-                rows,
-            )
+        backend().upsert_rows(
+            cursor, _DECISION, _COLUMNS.split(", "), rows, _CONFLICT,
+            stage=(_STAGE, "tool_decision_stage"),
+        )  # fmt: skip

@@ -10,7 +10,7 @@ from django.db import connection
 
 from records.catchup.batch import FLAGS, GRAINS, Batch
 from records.catchup.cells import Cell
-from records.catchup.sql_helpers import db_time, rows_by_keys
+from records.catchup.sql_helpers import db_time, parse_time, rows_by_keys
 from records.contract import rollup_keys
 from records.contract.buckets import truncate
 from records.contract.derive import NOTICE_REPEATED
@@ -25,6 +25,7 @@ from records.models import (
     Rollup,
     Run,
 )
+from records.store.backends import backend
 
 
 def runs_folded_before(batch: Batch) -> set[tuple[int, str]]:
@@ -61,15 +62,23 @@ def merge_classifications(batch: Batch) -> None:
     changed = []
     for key, attempts in batch.attempts.items():
         before = stored.get(key)
-        first_ts, first_key, seat, agent, fell_back = before or (None, "", "", "", False)
-        for attempt, ts, record_key, attempt_seat, attempt_agent in attempts:
+        first_ts, first_key, seat, agent, release, fell_back = before or (
+            None,
+            "",
+            "",
+            "",
+            "",
+            False,
+        )
+        for attempt, ts, record_key, attempt_seat, attempt_agent, attempt_release in attempts:
             if attempt.endswith("1"):  # any attempt on rung 1, a re-ask too
                 fell_back = True
             elif attempt == "rung0" and (
                 first_ts is None or (ts, record_key) < (first_ts, first_key)
             ):
                 first_ts, first_key, seat, agent = ts, record_key, attempt_seat, attempt_agent
-        after = (first_ts, first_key, seat, agent, fell_back)
+                release = attempt_release
+        after = (first_ts, first_key, seat, agent, release, fell_back)
         if after == before:
             continue
         batch.add_classification(key[0], before, -1)
@@ -81,7 +90,7 @@ def merge_classifications(batch: Batch) -> None:
 _CLASSIFICATION_STAGE = """
 CREATE TEMP TABLE IF NOT EXISTS classification_stage (
     project_id bigint, run_id text, tool_call_id text, first_ts timestamptz, first_key text,
-    seat_model text, agent text, fell_back boolean
+    seat_model text, agent text, release text, fell_back boolean
 ) ON COMMIT DELETE ROWS;
 TRUNCATE classification_stage
 """
@@ -96,25 +105,13 @@ def _save_classifications(rows: list[tuple]) -> None:
     updates = ", ".join(f"{name} = excluded.{name}" for name in _CLASSIFICATION_STATE)
     conflict = f"ON CONFLICT (project_id, run_id, tool_call_id) DO UPDATE SET {updates}"
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(_CLASSIFICATION_STAGE)
-            names = ", ".join(columns)
-            with cursor.cursor.copy(f"COPY classification_stage ({names}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-            cursor.execute(
-                f"INSERT INTO {_CLASSIFICATION} ({names}) SELECT {names} "
-                f"FROM classification_stage {conflict}"
-            )
-        else:
-            cursor.executemany(
-                f"INSERT INTO {_CLASSIFICATION} ({', '.join(columns)}) "
-                f"VALUES ({', '.join(['%s'] * len(columns))}) {conflict}",
-                [(*row[:3], db_time(row[3]) if row[3] else None, *row[4:]) for row in rows],
-            )
+        backend().upsert_rows(
+            cursor, _CLASSIFICATION, columns, rows, conflict,
+            stage=(_CLASSIFICATION_STAGE, "classification_stage"), time_columns=(3,),
+        )  # fmt: skip
 
 
-_CLASSIFICATION_STATE = ("first_ts", "first_key", "seat_model", "agent", "fell_back")
+_CLASSIFICATION_STATE = ("first_ts", "first_key", "seat_model", "agent", "release", "fell_back")
 
 
 _CLASSIFICATION = Classification._meta.db_table
@@ -129,8 +126,8 @@ def _stored_classifications(keys: list[tuple]) -> dict[tuple, tuple]:
     rows = rows_by_keys(_CLASSIFICATION, key_columns, ("bigint", "text", "text"),
                         (*key_columns, *_CLASSIFICATION_STATE), keys)  # fmt: skip
     for project, run_id, call_id, first_ts, *state in rows:
-        if first_ts is not None and connection.vendor != "postgresql":  # SQLite: text
-            first_ts = connection.ops.convert_datetimefield_value(first_ts, None, connection)
+        if first_ts is not None:  # SQLite: text
+            first_ts = parse_time(first_ts)
         out[(project, run_id, call_id)] = (first_ts, *state)
     return out
 
@@ -158,9 +155,9 @@ def flag_repeated_notices(batch: Batch, folded_upto: int) -> None:
     for key, notices in batch.once_notices.items():
         notices.sort()
         skip = 0 if seen[key] else 1  # the run's first notice of the code is no violation
-        for record_id, minute, agent, model in notices[skip:]:
+        for record_id, minute, agent, model, release in notices[skip:]:
             repeated.append(record_id)
-            batch.add_violations(key[0], minute, NOTICE, agent, model, [NOTICE_REPEATED])
+            batch.add_violations(key[0], minute, NOTICE, agent, model, [NOTICE_REPEATED], release)
             batch.runs[(key[0], key[1])].flags.add("violation")
     if repeated:
         flagged = list(Record.objects.filter(id__in=repeated).only("id", "derived"))
@@ -174,14 +171,14 @@ _ROLLUP = Rollup._meta.db_table
 
 
 _ROLLUP_COLUMNS = (
-    "project_id, grain, bucket, kind, agent, model, key, count, tokens_in, tokens_out, "
+    "project_id, grain, bucket, kind, agent, model, key, release, count, tokens_in, tokens_out, "
     "latency_sum, sketch, cost_nano, cost_records, cost_unknown"
 )
 _ROLLUP_WIDTH = _ROLLUP_COLUMNS.count(",") + 1
 
 
 _ROLLUP_ADD = f"""
-ON CONFLICT (project_id, grain, bucket, kind, agent, model, key) DO UPDATE SET
+ON CONFLICT (project_id, grain, bucket, kind, agent, model, key, release) DO UPDATE SET
     count = {_ROLLUP}.count + excluded.count,
     tokens_in = {_ROLLUP}.tokens_in + excluded.tokens_in,
     tokens_out = {_ROLLUP}.tokens_out + excluded.tokens_out,
@@ -194,17 +191,8 @@ ON CONFLICT (project_id, grain, bucket, kind, agent, model, key) DO UPDATE SET
 
 # Most kinds carry no latency: a cell without one keeps the stored sketch. On PostgreSQL the
 # pass merged the stored sketch into its own (_merged_sketches); SQLite merges in the UPSERT.
-_ROLLUP_CONFLICT = {
-    "postgresql": _ROLLUP_ADD
-    + f"""
-    sketch = CASE WHEN excluded.sketch = '{{}}' THEN {_ROLLUP}.sketch ELSE excluded.sketch END
-""",
-    "sqlite": _ROLLUP_ADD
-    + f"""
-    sketch = CASE WHEN excluded.sketch = '{{}}' THEN {_ROLLUP}.sketch
-                  ELSE json_add({_ROLLUP}.sketch, excluded.sketch) END
-""",
-}
+def _rollup_conflict(store) -> str:
+    return _ROLLUP_ADD + f"    sketch = {store.added_sketch(_ROLLUP)}\n"
 
 
 # The stages are named by their shape, as ingest's is (records.store.writer.STAGE): a pooled
@@ -213,8 +201,9 @@ _ROLLUP_STAGE_TABLE = f"rollup_stage_{_ROLLUP_WIDTH}"
 _ROLLUP_STAGE = f"""
 CREATE TEMP TABLE IF NOT EXISTS {_ROLLUP_STAGE_TABLE} (
     project_id bigint, grain text, bucket timestamptz, kind text, agent text, model text,
-    key text, count bigint, tokens_in bigint, tokens_out bigint, latency_sum double precision,
-    sketch jsonb, cost_nano bigint, cost_records bigint, cost_unknown bigint
+    key text, release text, count bigint, tokens_in bigint, tokens_out bigint,
+    latency_sum double precision, sketch jsonb, cost_nano bigint, cost_records bigint,
+    cost_unknown bigint
 ) ON COMMIT DELETE ROWS;
 TRUNCATE {_ROLLUP_STAGE_TABLE}
 """
@@ -227,56 +216,47 @@ def merge_rollups(batch: Batch) -> None:
 
 
 def write_rollups(grains: dict[str, dict[tuple, Cell]]) -> None:
-    """Add cells of every grain, {grain: {(project, bucket, kind, agent, model, key): cell}}."""
+    """Add cells of every grain,
+    {grain: {(project, bucket, kind, agent, model, key, release): cell}}."""
     sketches = _merged_sketches(grains)
     rows = []
     for grain, cells in grains.items():
-        for (project, bucket, kind, agent, model, key), cell in cells.items():
-            sketch = sketches.get((project, grain, bucket, kind, agent, model, key), "{}")
+        for (project, bucket, kind, agent, model, key, release), cell in cells.items():
+            sketch = sketches.get((project, grain, bucket, kind, agent, model, key, release), "{}")
             rows.append((
-                project, grain, bucket, kind, agent, model, key, cell.count, cell.tokens_in,
-                cell.tokens_out, cell.latency_sum, sketch, cell.cost_nano, cell.cost_records,
-                cell.cost_unknown,
+                project, grain, bucket, kind, agent, model, key, release, cell.count,
+                cell.tokens_in, cell.tokens_out, cell.latency_sum, sketch, cell.cost_nano,
+                cell.cost_records, cell.cost_unknown,
             ))  # fmt: skip
-    conflict = _ROLLUP_CONFLICT[connection.vendor]
+    store = backend()
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(_ROLLUP_STAGE)
-            copy_sql = f"COPY {_ROLLUP_STAGE_TABLE} ({_ROLLUP_COLUMNS}) FROM STDIN"
-            with cursor.cursor.copy(copy_sql) as copy:
-                for row in rows:
-                    copy.write_row(row)
-            cursor.execute(
-                f"INSERT INTO {_ROLLUP} ({_ROLLUP_COLUMNS}) SELECT {_ROLLUP_COLUMNS} "
-                f"FROM {_ROLLUP_STAGE_TABLE} {conflict}"
-            )
-        else:
-            placeholders = ", ".join(["%s"] * _ROLLUP_WIDTH)
-            cursor.executemany(
-                f"INSERT INTO {_ROLLUP} ({_ROLLUP_COLUMNS}) VALUES ({placeholders}) {conflict}",
-                [(*row[:2], db_time(row[2]), *row[3:]) for row in rows],
-            )
+        store.upsert_rows(
+            cursor, _ROLLUP, _ROLLUP_COLUMNS.split(", "), rows, _rollup_conflict(store),
+            stage=(_ROLLUP_STAGE, _ROLLUP_STAGE_TABLE), time_columns=(2,),
+        )  # fmt: skip
         # A classification (or tool decision) that moved took its count back from a cell: a
         # cell left at zero is no rollup at all (and would differ from a pass that never saw
         # it there).
-        emptied = [row for row in rows if row[3] in RETRACTING_KINDS and row[7] < 0]
+        emptied = [row for row in rows if row[3] in RETRACTING_KINDS and row[8] < 0]
         if emptied:
             cursor.executemany(
                 f"DELETE FROM {_ROLLUP} WHERE project_id = %s AND grain = %s AND bucket = %s "
-                "AND kind = %s AND agent = %s AND model = %s AND key = %s AND count = 0",
-                [(*row[:2], db_time(row[2]), *row[3:7]) for row in emptied],
+                "AND kind = %s AND agent = %s AND model = %s AND key = %s AND release = %s "
+                "AND count = 0",
+                [(*row[:2], db_time(row[2]), *row[3:8]) for row in emptied],
             )
 
 
-_ROLLUP_KEY = ("project_id", "grain", "bucket", "kind", "agent", "model", "key")
+_ROLLUP_KEY = ("project_id", "grain", "bucket", "kind", "agent", "model", "key", "release")
 
 
-_ROLLUP_KEY_TYPES = ("bigint", "text", "timestamptz", "text", "text", "text", "text")
+_ROLLUP_KEY_TYPES = ("bigint", "text", "timestamptz", "text", "text", "text", "text", "text")
 
 
 def _merged_sketches(grains: dict[str, dict[tuple, Cell]]) -> dict[tuple, str]:
-    """{(project, grain, bucket, kind, agent, model, key): sketch JSON} of the cells that hold
-    latencies: on PostgreSQL with the stored sketch of the row merged in, read in one query.
+    """{(project, grain, bucket, kind, agent, model, key, release): sketch JSON} of the cells
+    that hold latencies: on PostgreSQL with the stored sketch of the row merged in, read in one
+    query.
 
     Merging two sketches in SQL (json_add) is slow, most of a pass's UPSERT once its cells
     are already stored (a shuffled backlog, a live stream: bench/catchup.py); here it is
@@ -289,7 +269,7 @@ def _merged_sketches(grains: dict[str, dict[tuple, Cell]]) -> dict[tuple, str]:
         for (project, bucket, *rest), cell in cells.items():
             if cell.sketch is not None and (cell.sketch.bins or cell.sketch.zero):
                 out[(project, grain, bucket, *rest)] = cell.sketch.to_json()
-    if out and connection.vendor == "postgresql":
+    if out and backend().merges_sketches_in_python:
         rows = rows_by_keys(_ROLLUP, _ROLLUP_KEY, _ROLLUP_KEY_TYPES, (*_ROLLUP_KEY, "sketch"),
                             list(out))  # fmt: skip
         for *key, stored in rows:
@@ -311,6 +291,8 @@ _RUN_SET = """
     last_ts = CASE WHEN r.last_ts >= v.last_ts THEN r.last_ts ELSE v.last_ts END,
     agent = CASE WHEN v.agent IS NOT NULL AND (r.agent IS NULL OR v.agent > r.agent)
                  THEN v.agent ELSE r.agent END,
+    release = CASE WHEN v.release IS NOT NULL AND (r.release IS NULL OR v.release > r.release)
+                   THEN v.release ELSE r.release END,
     kind_counts = json_add(r.kind_counts, v.kinds),
     models_seen = json_add(r.models_seen, v.models),
     has_swap = r.has_swap OR v.swap,
@@ -325,14 +307,14 @@ _RUN_SET = """
 
 _RUN_STAGE_COLUMNS = (
     "project_id, run_id, n, first_ts, last_ts, agent, kinds, models, swap, fallback, error, "
-    "contract_break, violation, cost_nano, cost_unknown"
+    "contract_break, violation, cost_nano, cost_unknown, release"
 )
 _RUN_STAGE_TABLE = f"run_stage_{_RUN_STAGE_COLUMNS.count(',') + 1}"
 _RUN_STAGE = f"""
 CREATE TEMP TABLE IF NOT EXISTS {_RUN_STAGE_TABLE} (
     project_id bigint, run_id text, n bigint, first_ts timestamptz, last_ts timestamptz,
     agent text, kinds jsonb, models jsonb, swap boolean, fallback boolean, error boolean,
-    contract_break boolean, violation boolean, cost_nano bigint, cost_unknown bigint
+    contract_break boolean, violation boolean, cost_nano bigint, cost_unknown bigint, release text
 ) ON COMMIT DELETE ROWS;
 TRUNCATE {_RUN_STAGE_TABLE}
 """
@@ -340,15 +322,15 @@ TRUNCATE {_RUN_STAGE_TABLE}
 
 _RUN_UPDATE = f"""
 WITH before AS (
-    SELECT r.id, r.agent, r.record_count, r.last_ts
+    SELECT r.id, r.agent, r.release, r.record_count, r.last_ts
     FROM {RUN_TABLE} AS r JOIN {_RUN_STAGE_TABLE} AS v
     ON r.project_id = v.project_id AND r.run_id = v.run_id
 ), updated AS (
     UPDATE {RUN_TABLE} AS r SET {_RUN_SET} FROM {_RUN_STAGE_TABLE} AS v
     WHERE r.project_id = v.project_id AND r.run_id = v.run_id
-    RETURNING r.id, r.project_id, r.agent, r.last_ts
+    RETURNING r.id, r.project_id, r.agent, r.release, r.last_ts
 )
-SELECT u.project_id, b.agent, u.agent, b.record_count, b.last_ts, u.last_ts
+SELECT u.project_id, b.agent, u.agent, b.record_count, b.last_ts, u.last_ts, b.release, u.release
 FROM updated AS u JOIN before AS b ON b.id = u.id
 """
 
@@ -359,7 +341,7 @@ def merge_runs(batch: Batch) -> None:
 
     A run's agent becomes the greatest agent of its records (ingest stores the greatest of its
     first batch's), so that a run that names several agents ends under the same one whatever
-    order its records arrive in.
+    order its records arrive in; its release likewise (ingest leaves it null).
 
     Sorted by (project, run_id) so that passes lock runs in one order; ingest only ever
     inserts new runs (ON CONFLICT DO NOTHING), so it never waits on these row locks. On
@@ -369,37 +351,38 @@ def merge_runs(batch: Batch) -> None:
     rows = [
         (project, run_id, sum(delta.kinds.values()), delta.first_ts, delta.last_ts, delta.agent,
          orjson.dumps(delta.kinds).decode(), orjson.dumps(delta.models).decode(),
-         *(flag in delta.flags for flag in FLAGS), delta.cost_nano, delta.cost_unknown)
+         *(flag in delta.flags for flag in FLAGS), delta.cost_nano, delta.cost_unknown,
+         delta.release)
         for (project, run_id), delta in sorted(batch.runs.items())
     ]  # fmt: skip
+    store = backend()
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+        if store.features.copies_into_stages:
             cursor.execute(_RUN_STAGE)
-            copy_sql = f"COPY {_RUN_STAGE_TABLE} ({_RUN_STAGE_COLUMNS}) FROM STDIN"
-            with cursor.cursor.copy(copy_sql) as copy:
-                for row in rows:
-                    copy.write_row(row)
+            store.insert_rows(cursor, _RUN_STAGE_TABLE, _RUN_STAGE_COLUMNS.split(", "), rows)
             cursor.execute(_RUN_UPDATE)
             ends = cursor.fetchall()
         else:
             columns = ("project_id", "run_id")
             stored = rows_by_keys(RUN_TABLE, columns, ("bigint", "text"),
-                                  (*columns, "agent", "record_count", "last_ts"),
+                                  (*columns, "agent", "record_count", "last_ts", "release"),
                                   [row[:2] for row in rows])  # fmt: skip
             ends = []
-            for project, run_id, agent, folded, last_ts in stored:  # SQLite: last_ts as text
-                last_ts = connection.ops.convert_datetimefield_value(last_ts, None, connection)
+            for project, run_id, agent, folded, last_ts, release in stored:
+                last_ts = parse_time(last_ts)  # SQLite: as text
                 delta = batch.runs[(project, run_id)]
-                now_agent = agent
+                now_agent, now_release = agent, release
                 if delta.agent is not None and (agent is None or delta.agent > agent):
                     now_agent = delta.agent
+                if delta.release is not None and (release is None or delta.release > release):
+                    now_release = delta.release
                 ends.append((project, agent, now_agent, folded, last_ts,
-                             max(last_ts, delta.last_ts)))  # fmt: skip
+                             max(last_ts, delta.last_ts), release, now_release))  # fmt: skip
             cursor.executemany(
                 f"UPDATE {RUN_TABLE} AS r SET {_RUN_SET} FROM (SELECT %s AS project_id, "
                 "%s AS run_id, %s AS n, %s AS first_ts, %s AS last_ts, %s AS agent, %s AS kinds, "
                 "%s AS models, %s AS swap, %s AS fallback, %s AS error, %s AS contract_break, "
-                "%s AS violation, %s AS cost_nano, %s AS cost_unknown) "
+                "%s AS violation, %s AS cost_nano, %s AS cost_unknown, %s AS release) "
                 "AS v WHERE r.project_id = v.project_id AND r.run_id = v.run_id",
                 [(*row[:3], db_time(row[3]), db_time(row[4]), *row[5:]) for row in rows],
             )
@@ -407,20 +390,22 @@ def merge_runs(batch: Batch) -> None:
 
 
 def _count_run_ends(ends: list[tuple]) -> None:
-    """Count each run once in the buckets of its last record, under its agent: a run folded for
-    the first time (no record counted before) adds 1 there; a run whose last record moved to
-    another bucket of a grain, or whose agent changed, takes its 1 from where it was. `ends`
-    are (project, agent before, agent now, records counted before, last_ts before, now)."""
+    """Count each run once in the buckets of its last record, under its agent and release: a run
+    folded for the first time (no record counted before) adds 1 there; a run whose last record
+    moved to another bucket of a grain, or whose agent or release changed, takes its 1 from where
+    it was. `ends` are (project, agent before, agent now, records counted before, last_ts
+    before, now, release before, release now)."""
     grains: dict[str, dict[tuple, Cell]] = {grain: defaultdict(Cell) for grain in GRAINS}
-    for project, agent_before, agent, counted, before, now in ends:
+    for project, agent_before, agent, counted, before, now, release_before, release in ends:
         for grain, cells in grains.items():
             bucket = truncate(now, grain)
             if counted:
                 old = truncate(before, grain)
-                if old == bucket and agent_before == agent:
+                if old == bucket and agent_before == agent and release_before == release:
                     continue
-                cells[(project, old, RUN_LAST, agent_before or "", "", "")].count -= 1
-            cells[(project, bucket, RUN_LAST, agent or "", "", "")].count += 1
+                cells[(project, old, RUN_LAST, agent_before or "", "", "", release_before or "")
+                      ].count -= 1  # fmt: skip
+            cells[(project, bucket, RUN_LAST, agent or "", "", "", release or "")].count += 1
     grains = {grain: {k: c for k, c in cells.items() if c.count} for grain, cells in grains.items()}
     if any(grains.values()):
         write_rollups(grains)

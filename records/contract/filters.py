@@ -1,4 +1,4 @@
-"""The one filter vocabulary: from, to, agent, model, kind, run_id, session_id, has.
+"""The one filter vocabulary: from, to, agent, release, model, kind, run_id, session_id, has.
 
 `parse_filters` turns query parameters into `Filters`, or raises FilterError naming the parameter;
 the API lists, the metrics, the runs page and the exports all read the same `Filters`, and
@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import msgspec
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from records.contract import rollup_keys
 from records.contract.kinds import KIND_NAMES
 from records.contract.schema import Timestamp
+from records.models import Record
 
 HAS_FLAGS = {
     "swap": "is_swap",
@@ -36,7 +37,7 @@ EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
 LATEST = datetime(9999, 12, 30, tzinfo=UTC)
 _OUT_OF_RANGE = "is out of range: times run from 0001-01-02 to 9999-12-30 (UTC)"
 # Every parameter of the vocabulary, in the order forms show them.
-PARAMS = ("from", "to", "agent", "model", "kind", "run_id", "session_id", "has")
+PARAMS = ("from", "to", "agent", "release", "model", "kind", "run_id", "session_id", "has")
 
 
 class FilterError(ValueError):
@@ -51,6 +52,7 @@ class Filters:
     start: datetime | None = None
     end: datetime | None = None
     agents: list[str] = field(default_factory=list)
+    releases: list[str] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
@@ -122,6 +124,7 @@ def parse_filters(params: Mapping[str, str]) -> Filters:
         start=start,
         end=end,
         agents=_list(params, "agent"),
+        releases=_list(params, "release"),
         models=_list(params, "model"),
         kinds=kinds,
         run_ids=_list(params, "run_id"),
@@ -146,6 +149,7 @@ def filter_records(queryset: QuerySet, filters: Filters) -> QuerySet:
         queryset = queryset.filter(_names_model(filters.models))
     for column, values in (
         ("agent", filters.agents),
+        ("release", filters.releases),
         ("kind", filters.kinds),
         ("run_id", filters.run_ids),
         ("session_id", filters.session_ids),
@@ -163,6 +167,8 @@ def filter_runs(queryset: QuerySet, filters: Filters) -> QuerySet:
     A run matches a time range it overlaps (first_ts < to and last_ts >= from). The time span
     and the summary that `model`, `kind` and `has` read are kept by the workers' catch-up pass
     (records.catchup.passes), so a run's newest records count there a few seconds after ingest.
+    A run matches `release` when one of its records names one of those releases: the run keeps
+    no release of its own, so this reads its records (along record_run_ts), from ingest on.
     """
     if filters.start:
         queryset = queryset.filter(last_ts__gte=filters.start)
@@ -175,6 +181,16 @@ def filter_runs(queryset: QuerySet, filters: Filters) -> QuerySet:
     ):
         if values:
             queryset = queryset.filter(**{f"{column}__in": values})
+    if filters.releases:
+        queryset = queryset.filter(
+            Exists(
+                Record.objects.filter(
+                    project=OuterRef("project"),
+                    run_id=OuterRef("run_id"),
+                    release__in=filters.releases,
+                )
+            )
+        )
     if filters.models:
         queryset = queryset.filter(models_seen__has_any_keys=filters.models)
     if filters.kinds:

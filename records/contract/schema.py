@@ -33,6 +33,11 @@ NonNegative = Annotated[float, Meta(ge=0, le=_MAX_FLOAT)]
 Names = Annotated[list[Name], Meta(max_length=MAX_ITEMS)]
 Timestamp = Annotated[datetime, Meta(tz=True)]
 DottedCode = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+$", max_length=200)]
+# What the agent ran as (a version, a prompt hash, a git sha): compared release against release,
+# so it is one printable line. Control characters (C0, DEL, C1) are refused rather than kept:
+# one would make two releases look alike on a page or split a CSV row in a reader.
+RELEASE_PATTERN = r"\A[^\x00-\x1f\x7f-\x9f]*\Z"
+Release = Annotated[str, Meta(min_length=1, max_length=200, pattern=RELEASE_PATTERN)]
 JsonObject = Annotated[dict[str, Any], Meta(max_length=MAX_ITEMS)]
 
 SkipReason = Literal["unavailable", "too-few", "after-miss", "wrap-up"]
@@ -309,6 +314,7 @@ class Envelope(Struct, kw_only=True, forbid_unknown_fields=True, tag_field="kind
     session_id: Id | None = None
     agent: Id | None = None
     parent_run_id: Id | None = None
+    release: Release | None = None
 
 
 def _envelope(kind: str, data_type: type[Struct]) -> type[Envelope]:
@@ -351,7 +357,7 @@ def _build_validation_info() -> None:
     worker taking concurrent ingest batches did (its threads all convert their first picks,
     turns and verdicts together): workers crashed and were respawned under load, and the
     clients of the batches they held met closed connections. msgspec 0.23 no longer crashes
-    so (tests/test_validation.py runs the race in fresh processes).
+    so (tests/records/contract/test_validation.py runs the race in fresh processes).
     """
     for struct in (*ENVELOPES.values(), *NOTICE_DETAILS.values()):
         msgspec.json.Decoder(struct)

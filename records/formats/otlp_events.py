@@ -17,10 +17,10 @@ from records.formats.otlp_records import Mapped, Mapping, ts
 from records.formats.otlp_spans import PREFIX, AttributeReader, EventView, SpanView, Trace
 
 _PREFIX_LENGTH = len(PREFIX)
-ENVELOPE_NAMES = frozenset({"id", "run_id", "parent_run_id", "agent", "session_id"})
+ENVELOPE_NAMES = frozenset({"id", "run_id", "parent_run_id", "agent", "session_id", "release"})
 _ENVELOPE_KEYS = {PREFIX + name: name for name in ENVELOPE_NAMES}
 # What the span's scope gives a record when the event does not set it.
-_SCOPE_NAMES = frozenset({"run_id", "parent_run_id", "agent", "session_id"})
+_SCOPE_NAMES = frozenset({"run_id", "parent_run_id", "agent", "session_id", "release"})
 
 
 def record_event(span: SpanView, event: EventView, trace: Trace, mapping: Mapping) -> None:
@@ -29,7 +29,7 @@ def record_event(span: SpanView, event: EventView, trace: Trace, mapping: Mappin
     The event's attributes are the kind's `data` fields: scalars as attribute values, lists and
     objects as OTLP arrays / kvlists or as a JSON string, and a dotted key nests
     (`classifier.model` is data.classifier.model). Attributes under `decisionboard.` set the
-    envelope of this record (id, run_id, parent_run_id, agent, session_id).
+    envelope of this record (id, run_id, parent_run_id, agent, session_id, release).
     """
     kind = event.name[len(PREFIX) :]
     if kind not in KINDS:
@@ -54,8 +54,10 @@ def record_event(span: SpanView, event: EventView, trace: Trace, mapping: Mappin
     # The event's own envelope attributes win over the span's scope: when they name all of
     # it, the span's lineage is not walked for this record.
     if not _SCOPE_NAMES <= envelope.keys():
-        run_id, parent_run_id, agent, session_id = trace.scope(span)
+        run_id, parent_run_id, agent, session_id, release = trace.scope(span)
         raw["run_id"] = run_id
+        if release is not None:
+            raw["release"] = release
         if session_id is not None:
             raw["session_id"] = session_id
         if agent is not None:

@@ -34,7 +34,16 @@ from django.db.models.functions import Cast
 from records.contract.cost import NANO_PER_USD, describe
 from records.contract.filters import FilterError
 
-ENVELOPE_COLUMNS = ("id", "kind", "run_id", "ts", "session_id", "agent", "parent_run_id")
+ENVELOPE_COLUMNS = (
+    "id",
+    "kind",
+    "run_id",
+    "ts",
+    "session_id",
+    "agent",
+    "parent_run_id",
+    "release",
+)
 FACET_COLUMNS = (
     "model",
     "iteration",
@@ -98,13 +107,14 @@ FORMATS: dict[str, ExportFormat] = {
 Row = tuple[Any, ...]
 
 
-def parse_format(value: str | None) -> str:
-    """The `format` parameter of an export, or FilterError naming it."""
+def parse_format(value: str | None, offered: Iterable[str] = FORMATS) -> str:
+    """The `format` parameter of an export (one of `offered`), or FilterError naming it."""
+    offered = list(offered)
     if not value:
-        raise FilterError("format", f"is required: one of {', '.join(FORMATS)}")
-    if value not in FORMATS:
+        raise FilterError("format", f"is required: one of {', '.join(offered)}")
+    if value not in offered:
         raise FilterError(
-            "format", f"{value!r} is not an export format; one of: {', '.join(FORMATS)}"
+            "format", f"{value!r} is not an export format; one of: {', '.join(offered)}"
         )
     return value
 
@@ -222,6 +232,7 @@ def jsonl_chunks(rows: Iterable[Row], *, batch: int = 1000) -> Iterator[bytes]:
                     "session_id": r[4],
                     "agent": r[5],
                     "parent_run_id": r[6],
+                    "release": r[7],
                     # Already JSON text from the database: spliced in as is.
                     "data": fragment(r[_DATA]),
                     "derived": fragment(_with_cost(r[_DERIVED], r[_COST], r[_SOURCE], r[_MODEL])),
@@ -257,12 +268,12 @@ def usd_text(nano: int | None) -> str:
 # --- CSV -------------------------------------------------------------------------------------
 # RFC 4180 lines built by hand, one expression a row: the csv module escapes a cell a character at
 # a time, which made it the slowest step for the ~1 KB JSON cells, and a formatter call per cell
-# cost as much again. tests/test_exports.py reads the output back with the csv module.
+# cost as much again. tests/live/test_exports.py reads the output back with the csv module.
 
 _needs_quotes = re.compile(r'[",\r\n]').search
 
 
-def _text(value: str | None) -> str:
+def csv_text(value: str | None) -> str:
     """Free text: neutralised when it starts like a formula, quoted when it must be."""
     if not value:
         return ""
@@ -272,29 +283,31 @@ def _text(value: str | None) -> str:
     return value
 
 
-def _timestamp(value: datetime) -> str:
+def csv_timestamp(value: datetime) -> str:
+    """A timestamp as ISO 8601, UTC written as Z."""
     text = value.isoformat()
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
 def csv_line(row: Row) -> str:
-    (id_, kind, run_id, ts, session_id, agent, parent_run_id, model, iteration, latency_ms,
+    (id_, kind, run_id, ts, session_id, agent, parent_run_id, release, model, iteration, latency_ms,
      skip_reason, outcome, is_swap, is_fallback, is_error, is_contract_break, tokens_in,
      tokens_out, cost_nano, cost_source, data, derived) = row  # fmt: skip
     return ",".join(
         (
-            _text(id_),
+            csv_text(id_),
             kind,  # a fixed vocabulary of dotted words, like skip_reason
-            _text(run_id),
-            _timestamp(ts),
-            _text(session_id),
-            _text(agent),
-            _text(parent_run_id),
-            _text(model),
+            csv_text(run_id),
+            csv_timestamp(ts),
+            csv_text(session_id),
+            csv_text(agent),
+            csv_text(parent_run_id),
+            csv_text(release),
+            csv_text(model),
             "" if iteration is None else str(iteration),
             "" if latency_ms is None else str(latency_ms),
             skip_reason or "",
-            _text(outcome),
+            csv_text(outcome),
             "true" if is_swap else "false",
             "true" if is_fallback else "false",
             "true" if is_error else "false",

@@ -457,6 +457,7 @@ def query_metric(
     group_by: str | None = None,
     agents: list[str] | None = None,
     models: list[str] | None = None,
+    releases: list[str] | None = None,
 ) -> dict:
     metric = _check(name, interval, group_by, start, end)
     rows = reader.read(
@@ -466,6 +467,7 @@ def query_metric(
         end,
         kinds=metric.kinds,
         agents=agents,
+        releases=releases,
         sketch_kinds=metric.kinds if isinstance(metric.make(), Quantile) else (),
     )
     return fold_metric(

@@ -1,16 +1,19 @@
 """The one reader of rollup rows: the metrics API, the pages and the alert engine all read here.
 
 `read` returns the rows of one grain whose bucket lies in [start, end) (start truncated to the
-grain), of the kinds and agents asked for, as `Row`s that the metric definitions of
+grain), of the kinds, agents and releases asked for, as `Row`s that the metric definitions of
 records.metrics.definitions fold. Two reads keep a page or an alert tick cheap:
 
-- rows of the *sketch kinds* (those whose latency quantiles are wanted) come one per stored row,
-  with the sketch parsed once into a `Sketch`; summed over the columns not kept, in Python
+- rows of the *sketch kinds* (those whose latency quantiles are wanted) come one per stored row
+  (one per cell of the columns kept, when several releases share it), with the sketch parsed
+  once into a `Sketch`; summed over the columns not kept, in Python
   (sketches merge by adding bins, which SQL cannot do on our JSON);
 - rows of every other kind come without their sketch, summed by the database over the columns
   not kept (`keep`): an hour of a busy project is a few hundred rows per agent, and most pages
   and rules need neither the agent nor the bucket of a count.
 
+The release is never kept: a read sums over the releases it asks for (all of them when it asks
+for none), so a read without `releases` gives what it gave before releases were a dimension.
 A column left out reads "" (the bucket: `start` truncated to the grain). Every metric's
 contribution is linear in a row's count, tokens and sketch for a given kind, agent, model and
 key, so summed rows fold to what the stored rows fold to.
@@ -79,14 +82,16 @@ def read(
     *,
     kinds: Iterable[str] = (),
     agents: list[str] | None = None,
+    releases: list[str] | None = None,
     sketch_kinds: Iterable[str] = (),
     keep: tuple[str, ...] = COLUMNS,
     parse_sketches: bool = False,
     latency_sums: bool = False,
     key_prefix: str | None = None,
 ) -> list[Row]:
-    """The rows of `grain` in [start, end), of `kinds` (every kind when empty) and `agents`,
-    summed over the columns not in `keep`; rows of `sketch_kinds` with their sketches.
+    """The rows of `grain` in [start, end), of `kinds` (every kind when empty), `agents` and
+    `releases` ("" is the records that named none), summed over the columns not in `keep`
+    and over the releases; rows of `sketch_kinds` with their sketches.
 
     A sketch comes as its stored JSON ({bin: count}), which a page merges as is and parses once
     per model and bucket; `parse_sketches` makes each a Sketch, for a reader that folds the same
@@ -95,7 +100,7 @@ def read(
     `key_prefix` keeps the rows whose key starts so (one tool's rows:
     records.contract.rollup_keys.encode)."""
     first = truncate(start, grain)
-    where, params = _where(project_id, grain, first, end, agents, key_prefix)
+    where, params = _where(project_id, grain, first, end, agents, key_prefix, releases)
     kinds = tuple(kinds)
     sketch_kinds = tuple(k for k in sketch_kinds if not kinds or k in kinds)
     rows: list[Row] = []
@@ -128,6 +133,20 @@ def any_key(project_id: int, grain: str, kinds: Iterable[str], key_prefix: str) 
     return bool(_fetch(sql, params))
 
 
+def first_bucket(
+    project_id: int, grain: str, *, agents: list[str] | None = None, releases: list[str]
+) -> datetime | None:
+    """The earliest bucket of `grain` holding a row of `releases` (and `agents`), in any bucket
+    kept: when a release's records begin. None when it has none."""
+    where, params = _where(project_id, grain, _EPOCH, _FAR, agents, None, releases)
+    ((first,),) = _fetch(f'SELECT CAST(MIN("bucket") AS text) FROM {_TABLE} {where}', params)
+    return time_of(first) if first else None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_FAR = datetime(9999, 1, 1, tzinfo=UTC)
+
+
 # The reads below are written out: every page and metrics call makes one to four of them, and
 # the ORM took longer to build and compile each than the database took to run most.
 # One text for both databases (CAST, positional GROUP BY); values adapted as the ORM adapts
@@ -142,9 +161,10 @@ def _where(
     end: datetime,
     agents: list[str] | None,
     key_prefix: str | None,
+    releases: list[str] | None = None,
 ) -> tuple[str, list]:
-    """The rows of `grain` whose bucket is in [first, end), of `agents` (all when None or
-    empty) and of keys starting with `key_prefix`: SQL and its parameters."""
+    """The rows of `grain` whose bucket is in [first, end), of `agents` and `releases` (all
+    when None or empty) and of keys starting with `key_prefix`: SQL and its parameters."""
     ops = connection.ops
     sql = 'WHERE "project_id" = %s AND "grain" = %s AND "bucket" >= %s AND "bucket" < %s'
     params = [project_id, Grain(grain).value, ops.adapt_datetimefield_value(first),
@@ -152,6 +172,9 @@ def _where(
     if agents:
         sql += f' AND "agent" IN ({", ".join(["%s"] * len(agents))})'
         params += agents
+    if releases:
+        sql += f' AND "release" IN ({", ".join(["%s"] * len(releases))})'
+        params += releases
     if key_prefix is not None:
         sql += ' AND "key" ' + connection.operators["startswith"] % "%s"
         params.append(ops.prep_for_like_query(key_prefix) + "%")
@@ -216,7 +239,9 @@ def _with_sketches(
         f"FROM {_TABLE} {where}",
         params,
     )
-    if keep == COLUMNS:
+    # One Row per stored row while no two of them differ by their release alone: a cell of every
+    # kept column stays one Row, however many releases its records named.
+    if keep == COLUMNS and len({values[:5] for values in stored}) == len(stored):
         load = _sketch if parse else orjson.loads
         return [
             Row(bucket_of(b), kind, agent, model, key, n, t_in, t_out, load(text), 0.0, c, cn, cu)

@@ -15,6 +15,9 @@ class Run(models.Model):
     run_id = models.CharField(max_length=200)
     parent_run_id = models.CharField(max_length=200, null=True, blank=True)
     agent = models.CharField(max_length=200, null=True, blank=True)
+    # Kept as the agent is: the greatest release its folded records name (the catch-up), so a run
+    # that names one release, as runs do, carries it whatever order its records arrive in.
+    release = models.CharField(max_length=200, null=True, blank=True)
     session_id = models.CharField(max_length=200, null=True, blank=True)
     first_ts = models.DateTimeField()
     last_ts = models.DateTimeField()
@@ -113,6 +116,9 @@ class Record(models.Model):
     # for a record without usage. The read API shows them as derived.cost.
     cost_nano = models.BigIntegerField(null=True, blank=True)
     cost_source = models.CharField(max_length=12, null=True, blank=True)
+    # What the agent ran as (a version, a prompt hash, a git sha), as posted; null when the
+    # record did not say (every record stored before the envelope had it).
+    release = models.CharField(max_length=200, null=True, blank=True)
     data = models.JSONField()
     derived = models.JSONField(default=dict)
 
@@ -124,9 +130,9 @@ class Record(models.Model):
             models.Index(fields=["project", "ts"], name="record_ts"),
             models.Index(fields=["project", "run_id", "ts"], name="record_run_ts"),
             # The verdicts of one model in a time span, for the streak recompute
-            # (records.catchup.streak_fold._SEGMENTS_SQL probes it around each parse error; SQLite's
-            # _verdicts_query reads it). Verdicts only: an index over every kind, (project, kind,
-            # ts), wrote 41 % of the WAL of out-of-order ingest (migration 0019), and the records
+            # (records.catchup.streak_fold.SEGMENTS_SQL probes it around each parse error; SQLite's
+            # verdicts_query reads it). Verdicts only: an index over every kind, (project, kind,
+            # ts), wrote much of the WAL of out-of-order ingest (migration 0019), and the records
             # list filters a kind as it filters an agent or a model, along record_ts.
             models.Index(
                 fields=["project", "model", "ts"],

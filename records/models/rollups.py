@@ -3,13 +3,45 @@ tool decisions and streaks."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
 from records.models.tenancy import Project
 
-# A catch-up lane's watermark row; lane i of n > 1 is "rollups:i/n" (records.catchup.lanes).
+# A catch-up lane's watermark row; lane i of n > 1 is "rollups:i/n" (lane_name).
 LANE_WATERMARK = "rollups"
+
+
+# The names of the lanes' watermark rows, here beside the rows: the catch-up (records.catchup.lanes)
+# writes them, the read path (records.metrics.freshness) reads them.
+def configured_lanes() -> int:
+    return settings.DECISIONBOARD["CATCHUP_LANES"]
+
+
+def lane_of(project_id: int, lanes: int) -> int:
+    """The lane of a project. Project ids are handed out in sequence, so the modulo deals the
+    projects round robin; a hash would only shuffle them."""
+    return project_id % lanes
+
+
+def lane_name(lane: int, lanes: int) -> str:
+    """The Watermark row of a lane; one lane keeps the name the single pass always had."""
+    return LANE_WATERMARK if lanes == 1 else f"{LANE_WATERMARK}:{lane}/{lanes}"
+
+
+def parse_lane_name(name: str) -> tuple[int, int]:
+    """lane_name's inverse: (lane, lanes)."""
+    if name == LANE_WATERMARK:
+        return 0, 1
+    lane, lanes = name.removeprefix(LANE_WATERMARK + ":").split("/")
+    return int(lane), int(lanes)
+
+
+def streaks_folded_name(lane: int, lanes: int) -> str:
+    """The Watermark row whose last_pass_at is when the lane last folded its dirty streak
+    minutes (records.catchup.streak_fold); not a lane's watermark (Watermark.objects.lanes)."""
+    return "streaks:" + lane_name(lane, lanes)
 
 
 class WatermarkQuerySet(models.QuerySet):
@@ -82,9 +114,10 @@ def catch_up_project() -> models.ForeignKey:
 class Rollup(models.Model):
     """Counts, token sums and a latency sketch of one kind's records in one time bucket.
 
-    One row per (project, grain, bucket, kind, agent, model, key): `model` is the model the metric
-    groups by (records.contract.derive) and `key` what the kind is split by within it. Metrics are
-    computed from these rows only (records.metrics.definitions), never from raw records.
+    One row per (project, grain, bucket, kind, agent, model, key, release): `model` is the model
+    the metric groups by (records.contract.derive), `key` what the kind is split by within it and
+    `release` the release its records named ("" for none). Metrics are computed from these rows
+    only (records.metrics.definitions), never from raw records.
     """
 
     project = catch_up_project()
@@ -104,11 +137,14 @@ class Rollup(models.Model):
     cost_nano = models.BigIntegerField(default=0, db_default=0)
     cost_records = models.BigIntegerField(default=0, db_default=0)
     cost_unknown = models.BigIntegerField(default=0, db_default=0)
+    # Last in the unique key: a read of every release (no release filter) sums over it, and the
+    # key's (project, grain, bucket) prefix serves it as before.
+    release = models.CharField(max_length=200, default="", blank=True, db_default="")
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["project", "grain", "bucket", "kind", "agent", "model", "key"],
+                fields=["project", "grain", "bucket", "kind", "agent", "model", "key", "release"],
                 name="rollup_unique",
             )
         ]
@@ -120,14 +156,23 @@ class Rollup(models.Model):
         # of the tool kinds' day rows by key prefix (records.metrics.reader.any_key), whatever the
         # number of days kept; the pattern opclass lets PostgreSQL serve LIKE 'name|%' from it
         # under any collation (ignored elsewhere).
+        # rollup_release_day: a release compared whole (records.metrics.release_comparison)
+        # reads every day row of that release; by the unique key it walked the day rows of every
+        # release of the project and dropped the others'. The release leads, so that no read
+        # without one takes this index for the project's day rows.
         indexes = [
             models.Index(fields=["project", "grain", "kind", "bucket"], name="rollup_kind_bucket"),
+            models.Index(
+                fields=["release", "project", "kind", "bucket"],
+                name="rollup_release_day",
+                condition=models.Q(grain="day"),
+            ),
             models.Index(
                 fields=["project", "key"],
                 name="rollup_tool_key",
                 opclasses=["int8_ops", "varchar_pattern_ops"],
                 # rollup_keys.TOOL and TOOL_CALL, spelt out: the models sit below the contract
-                # (tests/test_tools.py holds the two together).
+                # (tests/records/metrics/test_tools.py holds the two together).
                 condition=models.Q(grain="day", kind__in=["derived.tool", "derived.tool_call"]),
             ),
         ]
@@ -153,6 +198,8 @@ class Classification(models.Model):
     first_key = models.CharField(max_length=200, default="", blank=True)
     seat_model = models.CharField(max_length=200, default="", blank=True)
     agent = models.CharField(max_length=200, default="", blank=True)
+    # The release of its first rung-0 attempt ("" for none): its CLASSIFICATION rows' release.
+    release = models.CharField(max_length=200, default="", blank=True, db_default="")
     fell_back = models.BooleanField(default=False)
 
     class Meta:
