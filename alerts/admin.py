@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from alerts.models import AlertEvent, AlertState, Channel, DeliveryAttempt, Notification, Rule
+from records.admin import AuditedAdmin
 
 
 class AlertStateInline(admin.TabularInline):
@@ -17,7 +18,7 @@ class AlertStateInline(admin.TabularInline):
 
 
 @admin.register(Rule)
-class RuleAdmin(admin.ModelAdmin):
+class RuleAdmin(AuditedAdmin):
     list_display = ("name", "project", "metric", "comparator", "threshold", "paused")
     list_filter = ("project", "metric", "paused")
     search_fields = ("name",)
@@ -27,7 +28,7 @@ class RuleAdmin(admin.ModelAdmin):
 
 
 @admin.register(Channel)
-class ChannelAdmin(admin.ModelAdmin):
+class ChannelAdmin(AuditedAdmin):
     list_display = ("name", "project", "kind", "disabled", "consecutive_failures", "last_error")
     list_filter = ("project", "kind", "disabled")
     search_fields = ("name", "url")

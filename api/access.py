@@ -5,7 +5,8 @@ from __future__ import annotations
 from rest_framework.exceptions import NotFound, ParseError, PermissionDenied
 from rest_framework.permissions import BasePermission
 
-from records.models import ApiKey, Project
+from config import roles
+from records.models import ApiKey, Project, Role
 
 
 class CanRead(BasePermission):
@@ -37,3 +38,30 @@ def project_for_request(request) -> Project:
     if len(first_two) > 1:
         raise ParseError("You belong to several projects: name one with ?project=.")
     return first_two[0]
+
+
+class RoleRequired(BasePermission):
+    """config.roles for operators' sessions: the role the endpoint needs, in the project of the
+    request (a list, a new item) or of the item found. A key's requests pass to its scope's
+    rules (CanRead and those built on it)."""
+
+    message = "Your role in this project does not allow this."
+
+    def has_permission(self, request, view) -> bool:
+        if isinstance(request.auth, ApiKey) or not request.user.is_authenticated:
+            return True
+        needed = roles.needed_role(request)
+        if needed is None or needed == Role.VIEWER or view.kwargs.get("pk") is not None:
+            return True  # an item's project is known once it is found: has_object_permission
+        return self.allows(request.user, project_for_request(request), needed)
+
+    def has_object_permission(self, request, view, obj) -> bool:
+        if isinstance(request.auth, ApiKey):
+            return True
+        return self.allows(request.user, obj.project, roles.needed_role(request))
+
+    def allows(self, user, project: Project, needed: Role | None) -> bool:
+        reason = roles.refusal(user, project, needed)
+        if reason:
+            self.message = reason
+        return reason is None

@@ -1,5 +1,6 @@
 """The admin of price overrides: beside the API that manages the same rows, and like it
-re-pricing the records a change touches (api.price_overrides.reprice_from)."""
+re-pricing the records a change touches (api.price_overrides.reprice_from), and like it
+recording each change in the audit log (records.admin.AuditedAdmin)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from django.contrib import admin
 from django.db import transaction
 
 from api.price_overrides import reprice_from
+from records.admin import AuditedAdmin
 from records.models import PriceOverride
 
 
 @admin.register(PriceOverride)
-class PriceOverrideAdmin(admin.ModelAdmin):
+class PriceOverrideAdmin(AuditedAdmin):
     list_display = (
         "model", "provider", "project", "effective_from", "input_per_mtok", "output_per_mtok",
         "cache_read_per_mtok", "cache_write_per_mtok",

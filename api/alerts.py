@@ -1,8 +1,8 @@
 """/api/v1/alert-rules (CRUD) and /api/v1/alert-events (history): docs/api.md, "Alerts API".
 
 Same rights as the rest of the read API: a read key or an operator's session reads; changing
-rules takes a key with the `all` scope or a logged-in operator (a member) of the project. A rule
-of another project is a 404, never a 403. Lists use the API's keyset pagination.
+rules takes a key with the `all` scope or an editor or admin of the project (config.roles). A
+rule of another project is a 404, never a 403. Lists use the API's keyset pagination.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
 from django.db.models import QuerySet
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import (
@@ -35,18 +36,20 @@ from alerts.models import (
     filter_events,
     rule_errors,
 )
-from api.access import CanRead, project_for_request
+from api.access import CanRead, RoleRequired, project_for_request
 from api.bodies import RejectUnknownFields
 from api.metrics import ReadView
 from api.pagination import LIMIT_PARAMETER, Keyset, KeysetPagination, page_response
 from api.read import PROJECT_PARAMETER
 from records.models import ApiKey, Project
+from records.store import audit_trail
 
 EVENT_KEYSET = Keyset((("id", int),), descending=True)
 
 
 class CanManageAlerts(CanRead):
-    """Reads as CanRead; writes need the `all` scope, or a session (scoped by the queryset)."""
+    """Reads as CanRead; writes need the `all` scope, or a session (scoped by the queryset, its
+    role checked by config.roles.RoleRequired)."""
 
     write_message = "Changing alert rules needs an API key with the `all` scope."
 
@@ -162,7 +165,7 @@ class ProjectItemViewSet(viewsets.ModelViewSet):
     """
 
     authentication_classes = ReadView.authentication_classes
-    permission_classes = [CanManageAlerts]
+    permission_classes = [CanManageAlerts, RoleRequired]
     pagination_class = KeysetPagination  # by id
     schema = PageListSchema()
 
@@ -186,8 +189,26 @@ class ProjectItemViewSet(viewsets.ModelViewSet):
             context["project"] = self.get_object().project
         return context
 
+    # Each change is one transaction with its audit entry (records.store.audit_trail).
     def perform_create(self, serializer) -> None:
-        serializer.save(project=serializer.context["project"])
+        with transaction.atomic():
+            item = serializer.save(project=serializer.context["project"])
+            audit_trail.record_change(
+                "create", item, actor=audit_trail.actor_of(self.request), before=None
+            )
+
+    def perform_update(self, serializer) -> None:
+        with transaction.atomic():
+            before = audit_trail.snapshot(serializer.instance)
+            item = serializer.save()
+            audit_trail.record_change(
+                "update", item, actor=audit_trail.actor_of(self.request), before=before
+            )
+
+    def perform_destroy(self, instance) -> None:
+        with transaction.atomic():
+            audit_trail.record_deletion(instance, actor=audit_trail.actor_of(self.request))
+            instance.delete()
 
 
 def list_schema(summary: str, name: str, serializer: type, operation_id: str) -> dict:
@@ -315,7 +336,12 @@ class AlertChannelViewSet(ProjectItemViewSet):
     @action(detail=True, methods=["post"])
     def enable(self, request, pk=None):
         channel = self.get_object()
-        channel.enable()
+        with transaction.atomic():
+            before = audit_trail.snapshot(channel)
+            channel.enable()
+            audit_trail.record_change(
+                "update", channel, actor=audit_trail.actor_of(request), before=before
+            )
         return Response(self.get_serializer(channel).data)
 
 

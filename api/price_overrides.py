@@ -2,8 +2,8 @@
 "Price overrides").
 
 Reading takes a read key or an operator's session; changing takes a key with the `all` scope or
-a logged-in member, as alert rules do. Every change re-prices the records of that model already
-stored from the earliest date it touches (workers.tasks.enqueue_reprice).
+an editor's or admin's session, as alert rules do. Every change re-prices the records of that
+model already stored from the earliest date it touches (workers.tasks.enqueue_reprice).
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from drf_spectacular.utils import extend_schema_view
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
+from api.access import RoleRequired
 from api.alerts import CanManageAlerts, ProjectItemViewSet, list_schema, value_after_write
 from api.bodies import RejectUnknownFields
 from records.models import CURRENCY, PriceOverride
+from records.store import audit_trail
 from workers.tasks import enqueue_reprice
 
 # A price above this per million tokens is a typo (a price per token, or cents), not a rate.
@@ -112,7 +114,7 @@ class CanManagePrices(CanManageAlerts):
 )
 class PriceOverrideViewSet(ProjectItemViewSet):
     serializer_class = PriceOverrideSerializer
-    permission_classes = [CanManagePrices]
+    permission_classes = [CanManagePrices, RoleRequired]
 
     def items(self) -> QuerySet:
         return PriceOverride.objects.select_related("project")
@@ -120,12 +122,19 @@ class PriceOverrideViewSet(ProjectItemViewSet):
     def perform_create(self, serializer) -> None:
         with transaction.atomic():
             override = serializer.save(project=serializer.context["project"])
+            audit_trail.record_change(
+                "create", override, actor=audit_trail.actor_of(self.request), before=None
+            )
             reprice_from(override, override.effective_from)
 
     def perform_update(self, serializer) -> None:
         before = self.get_object()
         with transaction.atomic():
+            was = audit_trail.snapshot(before)
             override = serializer.save()
+            audit_trail.record_change(
+                "update", override, actor=audit_trail.actor_of(self.request), before=was
+            )
             # The old model (and date) lose this price, the new ones gain it.
             reprice_from(before, before.effective_from)
             if (override.model, override.provider) != (before.model, before.provider) or (
@@ -135,6 +144,7 @@ class PriceOverrideViewSet(ProjectItemViewSet):
 
     def perform_destroy(self, instance: PriceOverride) -> None:
         with transaction.atomic():
+            audit_trail.record_deletion(instance, actor=audit_trail.actor_of(self.request))
             instance.delete()
             reprice_from(instance, instance.effective_from)
 

@@ -301,7 +301,7 @@ def setup(args):
     ingest_key = ApiKey.issue(project, ApiKey.Scope.INGEST)[1]
     read_key = ApiKey.issue(project, ApiKey.Scope.READ)[1]
     user = get_user_model().objects.create_user("soak", password="soak")
-    Membership.objects.create(user=user, project=project)
+    Membership.objects.create(user=user, project=project, role="admin")
     session = SessionStore()
     session.update({"_auth_user_id": str(user.pk),
                     "_auth_user_backend": "django.contrib.auth.backends.ModelBackend",

@@ -14,9 +14,10 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from config.beat_schedule import beat_schedule
 from config.env import env_bool, env_int, env_rate, env_size, env_str
-from workers.queues import ROUTES, TASK_QUEUES, Queue
-from workers.schedule import beat_schedule
+from config.oidc import oidc_from_environment
+from config.queues import ROUTES, TASK_QUEUES, Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("DECISIONBOARD_VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -33,10 +34,19 @@ def _secret_key() -> str:
         return key
     # Embedded default: one random key per installation, kept beside the SQLite database so
     # that sessions survive restarts. Production sets SECRET_KEY.
+    # The processes of a first start make it at once: each writes its own file whole, and the
+    # first one linked into place is everybody's key (a reader never sees it half written).
     path = VAR_DIR / "secret_key"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        mine = VAR_DIR / f".secret_key.{os.getpid()}"
+        mine.write_text(secrets.token_urlsafe(50))
+        mine.chmod(0o600)
+        try:
+            os.link(mine, path)
+        except FileExistsError:
+            pass
+        finally:
+            mine.unlink()
     return path.read_text().strip()
 
 
@@ -62,6 +72,7 @@ INSTALLED_APPS = [
     "workers",
     "dashboard",
     "ops",
+    "sso",
 ]
 
 MIDDLEWARE = [
@@ -118,7 +129,7 @@ POSTGRES_CONNECT_TIMEOUT = 5
 # And no JIT compilation. PostgreSQL compiles a query whose estimated cost passes jit_above_cost
 # (100,000), and on tables that were never analysed every estimate is a guess: the streak recompute
 # (records.catchup.streak_fold._SEGMENTS_SQL, its probes an Append over every day partition) spent
-# about half its time compiling, and a shuffled backlog caught up faster without JIT than with it
+# much of its time compiling, and a shuffled backlog caught up faster without JIT than with it
 # (docs/decisions/0003-jit-off.md; bench/catchup.py and bench/streaks.py measure both). Set through
 # the connection's startup options, so that it holds for every connection, the tests' included; URL
 # `options` that name any jit setting (jit, jit_above_cost, ...) are left as they are: the
@@ -264,6 +275,13 @@ WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
+# Single sign-on with OpenID Connect (config.oidc, the sso app): off unless
+# DECISIONBOARD_OIDC_CLIENT_ID is set. Passwords keep Django's own backend.
+OIDC = oidc_from_environment()
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "sso.backends.OidcBackend",
+]
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
@@ -359,6 +377,8 @@ DECISIONBOARD = {
     # ROLLUP_RETENTION_DAYS, which must be at least as long.
     "RETENTION_DAYS": env_int("DECISIONBOARD_RETENTION_DAYS", 30, minimum=1),
     "ROLLUP_RETENTION_DAYS": env_int("DECISIONBOARD_ROLLUP_RETENTION_DAYS", 400, minimum=1),
+    # Days an invitation's link works (records.member_changes); each link works once.
+    "INVITATION_DAYS": env_int("DECISIONBOARD_INVITATION_DAYS", 7, minimum=1),
     # /metrics answers 404 unless this is set, and then asks for it as a bearer token (what
     # Prometheus sends with `authorization: {credentials: ...}`).
     "METRICS_TOKEN": env_str("DECISIONBOARD_METRICS_TOKEN", ""),
@@ -374,7 +394,7 @@ DECISIONBOARD = {
     # default, since many installations have no way out to the internet.
     "PRICES_UPDATE": env_bool("DECISIONBOARD_PRICES_UPDATE", False),
     # How long a process that prices records keeps a project's price overrides
-    # (records.store.pricing): a changed override prices new records at most this long later,
+    # (records.store.ingest_pricing): a changed override prices new records at most this long later,
     # and the records stored meanwhile are priced again once it has passed
     # (workers.tasks.enqueue_reprice). 0 reads them for every batch.
     "PRICE_OVERRIDE_CACHE_SECONDS": env_int(

@@ -2,28 +2,18 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.urls import include, path, re_path
+from django.urls import include, path
 from django.views import defaults
-
-from api.openapi import SWAGGER_ASSETS, DocsView, docs_asset
-from api.otlp import OtlpTracesView
-from ops import views as ops_views
 
 urlpatterns = [
     path("api/v1/", include("api.urls")),
-    # OTLP/HTTP at the path an exporter appends to OTEL_EXPORTER_OTLP_ENDPOINT.
-    path("v1/traces", OtlpTracesView.as_view(), name="otlp-traces"),
-    path("api/docs/", DocsView.as_view(), name="api-docs"),
-    re_path(
-        rf"^api/docs/assets/(?P<name>{'|'.join(a.replace('.', '[.]') for a in SWAGGER_ASSETS)})$",
-        docs_asset,
-        name="api-docs-asset",
-    ),
-    # Prometheus (behind DECISIONBOARD_METRICS_TOKEN) and the probes.
-    path("metrics", ops_views.metrics, name="ops-metrics"),
-    path("healthz", ops_views.healthz, name="ops-healthz"),
-    path("readyz", ops_views.readyz, name="ops-readyz"),
+    # OTLP/HTTP and the OpenAPI pages; /metrics and the probes. The apps are named by their
+    # URL modules only, so that the wiring imports none of them.
+    path("", include("api.site_urls")),
+    path("", include("ops.probe_urls")),
     path("admin/", admin.site.urls),
+    # The login page and single sign-on (sso.urls) before Django's own, whose login it replaces.
+    path("accounts/", include("sso.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("dashboard.urls")),
 ]

@@ -12,9 +12,18 @@ from alerts import units
 from alerts.evaluate import SYMBOLS
 from dashboard import formatting as fmt
 from dashboard.charts import plotting
-from dashboard.web.access import switcher
+from dashboard.web.access import may, switcher
+from records.models import Role
 
 register = template.Library()
+
+
+@register.filter
+def may_edit(request, project_id: int) -> bool:
+    """Whether the operator is an editor (or admin) of the project: a page offers the alerting
+    actions only to them (config.roles refuses the others)."""
+    return may(request, project_id, Role.EDITOR)
+
 
 register.filter("duration_ms", fmt.duration_ms)
 register.filter("percent", fmt.percent)
@@ -22,6 +31,18 @@ register.filter("offset", fmt.offset)
 register.filter("model_label", fmt.model_label)
 register.filter("count", fmt.count)
 register.filter("usd", fmt.usd)
+register.filter("p_value", fmt.p_value)
+
+
+@register.filter
+def measure_value(m, side: str) -> str:
+    """A compared measure's value of side "a" or "b" (records.metrics.release_comparison)."""
+    return fmt.measure_value(m.value_a if side == "a" else m.value_b, m.method)
+
+
+@register.filter
+def measure_change(m) -> str:
+    return fmt.measure_change(m.change, m.interval, m.method)
 
 
 @register.filter

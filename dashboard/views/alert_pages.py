@@ -13,8 +13,8 @@ from datetime import timedelta
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db import transaction
 from django.db.models import Count
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -35,9 +35,15 @@ from alerts.models import (
 )
 from alerts.preview import preview_rule
 from dashboard.charts import alert_charts
-from dashboard.web.access import get_project_for_user, projects_for_page
+from dashboard.web.access import (
+    get_project_for_user,
+    operator_roles,
+    projects_for_page,
+    role_required,
+)
 from records.contract.filters import FilterError
-from records.models import Project
+from records.models import Project, Role
+from records.store import audit_trail
 
 EVENTS_PER_PAGE = 100
 RULES_PER_PAGE = 50
@@ -177,7 +183,7 @@ class ChannelForm(forms.ModelForm):
 
 
 # --- rules ---------------------------------------------------------------------------------------
-@login_required
+@role_required
 def alerts_list(request):
     projects = projects_for_page(request)
     rules = Rule.objects.filter(project__in=projects).with_overall_rank()
@@ -221,20 +227,30 @@ def alerts_list(request):
             "channels": channels,
             "silence_choices": SILENCE_CHOICES,
             "now": timezone.now(),
+            "can_edit": any(role.covers(Role.EDITOR) for role in operator_roles(request).values()),
         },
     )
 
 
-@login_required
+@role_required
 def rule_edit(request, rule_id: int | None = None):
     rule = _get_rule_for_user(request, rule_id) if rule_id is not None else Rule()
+    # Taken before the form is validated, which writes the posted values onto the rule.
+    before = audit_trail.snapshot(rule) if rule.pk else None
     form = RuleForm(
         request.POST or None, instance=rule, user=request.user, project=_current_project(request)
     )
     preview = None
     if request.method == "POST" and form.is_valid():
         if "preview" not in request.POST:
-            rule = form.save()
+            with transaction.atomic():
+                rule = form.save()
+                audit_trail.record_change(
+                    "update" if before else "create",
+                    rule,
+                    actor=audit_trail.actor_of(request),
+                    before=before,
+                )
             messages.success(request, f"Saved {rule.name}.")
             return redirect("dash-alert-edit", rule_id=rule.pk)
         preview = _preview(request, form.save(commit=False))
@@ -278,8 +294,10 @@ def _field_groups(form: RuleForm) -> list[tuple[str, list]]:
 def _current_project(request):
     try:
         return get_project_for_user(request)
-    except Http404:  # an operator in no project: the form says so
-        return None
+    except Http404:
+        if request.GET.get("project"):  # a project they are not in: as on every other page
+            raise
+        return None  # an operator in no project: the form says so
 
 
 def _preview(request, rule: Rule):
@@ -290,17 +308,22 @@ def _preview(request, rule: Rule):
         return None
 
 
-@login_required
+@role_required
 @require_POST
 def rule_pause(request, rule_id: int):
     rule = _get_rule_for_user(request, rule_id)
-    rule.paused = request.POST.get("paused") == "1"
-    rule.save(update_fields=["paused", "updated_at"])
+    with transaction.atomic():
+        before = audit_trail.snapshot(rule)
+        rule.paused = request.POST.get("paused") == "1"
+        rule.save(update_fields=["paused", "updated_at"])
+        audit_trail.record_change(
+            "update", rule, actor=audit_trail.actor_of(request), before=before
+        )
     messages.success(request, f"{'Paused' if rule.paused else 'Resumed'} {rule.name}.")
     return _back(request, "dash-alerts")
 
 
-@login_required
+@role_required
 @require_POST
 def rule_silence(request, rule_id: int):
     rule = _get_rule_for_user(request, rule_id)
@@ -311,8 +334,13 @@ def rule_silence(request, rule_id: int):
     if not 0 <= minutes <= 7 * 24 * 60:
         messages.error(request, "Silence for 0 minutes to 7 days.")
         return redirect("dash-alerts")
-    rule.silenced_until = timezone.now() + timedelta(minutes=minutes) if minutes else None
-    rule.save(update_fields=["silenced_until", "updated_at"])
+    with transaction.atomic():
+        before = audit_trail.snapshot(rule)
+        rule.silenced_until = timezone.now() + timedelta(minutes=minutes) if minutes else None
+        rule.save(update_fields=["silenced_until", "updated_at"])
+        audit_trail.record_change(
+            "update", rule, actor=audit_trail.actor_of(request), before=before
+        )
     if minutes:
         messages.success(request, f"Silenced {rule.name} for {minutes} min.")
     else:
@@ -320,16 +348,18 @@ def rule_silence(request, rule_id: int):
     return _back(request, "dash-alerts")
 
 
-@login_required
+@role_required
 @require_POST
 def rule_delete(request, rule_id: int):
     rule = _get_rule_for_user(request, rule_id)
-    rule.delete()
+    with transaction.atomic():
+        audit_trail.record_deletion(rule, actor=audit_trail.actor_of(request))
+        rule.delete()
     messages.success(request, f"Deleted {rule.name}.")
     return redirect("dash-alerts")
 
 
-@login_required
+@role_required
 def alert_events(request):
     projects = projects_for_page(request)
     events = (
@@ -380,18 +410,31 @@ def alert_events(request):
 
 
 # --- channels ------------------------------------------------------------------------------------
-@login_required
+@role_required
 def channel_edit(request, channel_id: int | None = None):
-    channel = _get_channel_for_user(request, channel_id) if channel_id is not None else Channel()
+    if channel_id is not None:
+        channel = _get_channel_for_user(request, channel_id)
+    else:
+        _current_project(request)
+        channel = Channel()
+    # Taken before the form is validated, which writes the posted values onto the channel.
+    before = audit_trail.snapshot(channel) if channel.pk else None
     form = ChannelForm(request.POST or None, instance=channel, user=request.user)
     if request.method == "POST" and form.is_valid():
-        channel = form.save()
+        with transaction.atomic():
+            channel = form.save()
+            audit_trail.record_change(
+                "update" if before else "create",
+                channel,
+                actor=audit_trail.actor_of(request),
+                before=before,
+            )
         messages.success(request, f"Saved channel {channel.name}.")
         return redirect("dash-alert-channel-edit", channel_id=channel.pk)
     return render(request, "alerts/channel_form.html", {"form": form, "channel": channel})
 
 
-@login_required
+@role_required
 @require_POST
 def channel_test(request, channel_id: int):
     channel = _get_channel_for_user(request, channel_id)
@@ -403,10 +446,15 @@ def channel_test(request, channel_id: int):
     return _back(request, "dash-alerts")
 
 
-@login_required
+@role_required
 @require_POST
 def channel_enable(request, channel_id: int):
     channel = _get_channel_for_user(request, channel_id)
-    channel.enable()
+    with transaction.atomic():
+        before = audit_trail.snapshot(channel)
+        channel.enable()
+        audit_trail.record_change(
+            "update", channel, actor=audit_trail.actor_of(request), before=before
+        )
     messages.success(request, f"Enabled {channel.name} again.")
     return redirect("dash-alerts")

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from dashboard.web.access import get_project_for_user, operator_projects
-from records.models import ApiKey
+from dashboard.web.access import get_project_for_user, may, operator_projects, role_required
+from records.models import ApiKey, Role
+from records.store import audit_trail
 
 # The session slot holding a new key's secret until the page after the POST has shown it once.
 SESSION_NEW_KEY = "dashboard.new_key"
@@ -47,14 +48,18 @@ def _get_key_for_user(request: HttpRequest, key_id: int) -> ApiKey:
     return key
 
 
-@login_required
+@role_required
 def keys_page(request: HttpRequest) -> HttpResponse:
     current = get_project_for_user(request)
     projects = operator_projects(request)
-    form = KeyForm(request.POST or None, projects=projects, initial={"project": current.name})
+    # Keys are minted and revoked by a project's admins (config.roles); the others see the list.
+    administered = [p for p in projects if may(request, p.pk, Role.ADMIN)]
+    form = KeyForm(request.POST or None, projects=administered, initial={"project": current.name})
     if request.method == "POST" and form.is_valid():
         project = form.projects[form.cleaned_data["project"]]
-        key, raw = ApiKey.issue(project, form.cleaned_data["scope"], form.cleaned_data["name"])
+        with transaction.atomic():
+            key, raw = ApiKey.issue(project, form.cleaned_data["scope"], form.cleaned_data["name"])
+            audit_trail.record_change("mint", key, actor=audit_trail.actor_of(request), before=None)
         # Shown by the next page (a reload of which must not create another key), then gone.
         request.session[SESSION_NEW_KEY] = {"id": key.pk, "raw": raw}
         return redirect("dash-keys")
@@ -65,12 +70,14 @@ def keys_page(request: HttpRequest) -> HttpResponse:
         .order_by("revoked_at", "project__name", "-created_at")
     )
     created = next((k for k in keys if new and k.pk == new["id"]), None)
+    for key in keys:
+        key.revocable = key.is_active and key.project in administered
     return render(
         request,
         "dashboard/keys.html",
         {
             "project": current,
-            "form": form,
+            "form": form if administered else None,
             "keys": keys,
             "created": created,
             "created_raw": new["raw"] if created else "",
@@ -79,11 +86,14 @@ def keys_page(request: HttpRequest) -> HttpResponse:
     )
 
 
-@login_required
+@role_required
 @require_POST
 def key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
     key = _get_key_for_user(request, key_id)
-    key.revoke()
+    with transaction.atomic():
+        before = audit_trail.snapshot(key)
+        key.revoke()
+        audit_trail.record_change("update", key, actor=audit_trail.actor_of(request), before=before)
     messages.success(
         request, f"Revoked {key.prefix}… ({key.project.name}): it is refused from now."
     )

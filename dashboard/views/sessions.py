@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -33,7 +32,7 @@ from dashboard.queries.session_list import (
     session_tokens,
 )
 from dashboard.web import timerange
-from dashboard.web.access import get_project_for_user
+from dashboard.web.access import get_project_for_user, role_required
 from dashboard.web.params import DAMAGED_LINK, list_range
 from records.contract.cursor import CursorError
 from records.contract.filters import FilterError, parse_filters
@@ -53,7 +52,7 @@ def _considered(request: HttpRequest, project_id: int) -> tuple[QuerySet, Any, d
     return runs, chosen, {"newest": end, "oldest": start or timerange.EARLIEST}, None
 
 
-@login_required
+@role_required
 def sessions_list(request: HttpRequest) -> HttpResponse:
     project = get_project_for_user(request)
     runs, chosen, bounds, error = _considered(request, project.pk)
@@ -93,7 +92,7 @@ def sessions_list(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/sessions.html", context)
 
 
-@login_required
+@role_required
 def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
     project = get_project_for_user(request)
     counters = session_counters(project.pk, [session_id])

@@ -12,10 +12,16 @@ included, whose query-count tests count every query).
 
 from __future__ import annotations
 
-from django.contrib.auth.signals import user_logged_in
-from django.http import Http404, HttpRequest
+from collections.abc import Callable
+from functools import wraps
 
-from records.models import Project, Run
+from django.contrib.auth.signals import user_logged_in
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+
+from config import roles
+from records.models import Membership, Project, Role, Run
 
 SESSION_PROJECT = "dashboard.project"  # the current project's id
 SESSION_PROJECTS = "dashboard.views.projects"  # [[id, name], ...] for the header's switcher
@@ -49,6 +55,30 @@ def operator_projects(request: HttpRequest) -> list[Project]:
             Project.objects.for_user(request.user).order_by("name")
         )
     return cached
+
+
+def operator_roles(request: HttpRequest) -> dict[int, Role]:
+    """The operator's role in each of their projects by id, read once per request, so that a
+    page offers only the actions the role allows (config.roles decides them)."""
+    cached = getattr(request, "_dashboard_roles", None)
+    if cached is None:
+        if request.user.is_superuser:
+            cached = {p.pk: Role.ADMIN for p in operator_projects(request)}
+        else:
+            cached = {
+                project_id: Role(role)
+                for project_id, role in Membership.objects.filter(user=request.user).values_list(
+                    "project_id", "role"
+                )
+            }
+        request._dashboard_roles = cached
+    return cached
+
+
+def may(request: HttpRequest, project_id: int, needed: str) -> bool:
+    """Whether the operator's role in the project covers `needed`."""
+    held = operator_roles(request).get(project_id)
+    return held is not None and held.covers(needed)
 
 
 def get_project_for_user(request: HttpRequest) -> Project:
@@ -111,3 +141,37 @@ def switcher(request: HttpRequest) -> tuple[list[list], int | None]:
     if session is None:
         return [], None
     return session.get(SESSION_PROJECTS) or [], session.get(SESSION_PROJECT)
+
+
+def _acted_on(request: HttpRequest, url_arguments: dict) -> Project | None:
+    """The project a page's action is about: the object its URL names, else the project its
+    form posts or its URL names, else the page's current one."""
+    if any(argument in url_arguments for argument in roles.OWNERS):
+        return roles.project_named_by(url_arguments)
+    name = (request.POST.get("project") if request.method == "POST" else None) or request.GET.get(
+        "project"
+    )
+    if name:
+        return Project.objects.filter(name=name).first()
+    try:
+        return get_project_for_user(request)
+    except Http404:
+        return None
+
+
+def role_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A page or form for logged-in members holding the role config.roles gives it; a 403 page
+    that names the role otherwise (templates/403.html)."""
+
+    @wraps(view)
+    def checked(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        needed = roles.needed_role(request)
+        if needed is not None and needed != Role.VIEWER:
+            reason = roles.refusal(request.user, _acted_on(request, kwargs), needed)
+            if reason:
+                raise PermissionDenied(reason)
+        return view(request, *args, **kwargs)
+
+    return checked

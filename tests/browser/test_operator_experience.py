@@ -21,7 +21,7 @@ from records import catchup
 from records.demo.generator import generate_records
 from records.models import ApiKey, Membership, Project, Run
 from tests.browser.conftest import Console, screenshot
-from tests.browser.test_pages_in_browser import PASSWORD, charts_drawn, store
+from tests.support.browser import PASSWORD, charts_drawn, store
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -34,7 +34,7 @@ def acme(live_server):
     store(acme, list(generate_records(records=900, runs=10, seed=5, end=now - timedelta(minutes=3),
                                       span=timedelta(hours=3))))  # fmt: skip
     carol = get_user_model().objects.create_user("carol", password=PASSWORD)
-    Membership.objects.create(user=carol, project=acme)
+    Membership.objects.create(user=carol, project=acme, role="admin")
     return {"url": live_server.url, "project": acme, "now": now}
 
 
@@ -63,7 +63,7 @@ def test_it_charts_two_week_old_data_in_a_custom_range(page: Page, live_server, 
     old_incident(project, now)
     catchup.catch_up()
     carol = get_user_model().objects.create_user("carol", password=PASSWORD)
-    Membership.objects.create(user=carol, project=project)
+    Membership.objects.create(user=carol, project=project, role="admin")
     log_in(page, live_server.url, console)
     page.goto(live_server.url + "/models/")
     # The last 6 hours are empty: the page says so, and draws no axes at all.
@@ -97,7 +97,7 @@ def test_an_empty_period_offers_the_latest_data(page: Page, live_server, console
     old_incident(project, now)
     catchup.catch_up()
     carol = get_user_model().objects.create_user("carol", password=PASSWORD)
-    Membership.objects.create(user=carol, project=project)
+    Membership.objects.create(user=carol, project=project, role="admin")
     log_in(page, live_server.url, console)
     for path in ("/", "/classifiers/"):
         page.goto(live_server.url + path)
@@ -169,7 +169,7 @@ def test_no_page_scrolls_sideways(page: Page, acme, console, width):
     for path in PAGES:
         url = acme["url"] + path.format(run=run.run_id, pick=pick.iteration)
         page.goto(url)
-        page.wait_for_load_state("networkidle")
+        charts_drawn(page)
         assert overflow(page) == 0, f"{path} at {width} px scrolls sideways"
     if width == 1024:
         # The triage columns of the runs list are on screen without scrolling.
@@ -215,7 +215,7 @@ def quiet(live_server):
     """acme with no records yet; carol is its operator."""
     acme = Project.objects.create(name="acme")
     carol = get_user_model().objects.create_user("carol", password=PASSWORD)
-    Membership.objects.create(user=carol, project=acme)
+    Membership.objects.create(user=carol, project=acme, role="admin")
     return {"url": live_server.url, "project": acme}
 
 

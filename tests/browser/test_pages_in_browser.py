@@ -18,24 +18,15 @@ from playwright.sync_api import Page, expect
 
 from dashboard.queries.timeline import PAGE_SIZE
 from records import catchup
-from records.contract.normalise import NormalisedRecord, normalise
 from records.demo.generator import generate_records
 from records.models import Membership, Project, Record, Run
-from records.store.writer import store_records
 from tests.browser.conftest import Console, screenshot
+from tests.support.browser import PASSWORD, charts_drawn, log_in, store
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
-PASSWORD = "correct horse battery staple"
 EVIL_TEXT = '<script>alert("text")</script><img src=x onerror=alert(1)>'
 EVIL_TOOL = "<img src=x onerror=alert(2)>"
-
-
-def store(project: Project, raw: list[dict]) -> None:
-    now = timezone.now()
-    records = [normalise(r, now=now) for r in raw]
-    assert all(isinstance(r, NormalisedRecord) for r in records), records
-    store_records(project.pk, records, now)
 
 
 def evil_records(at) -> list[dict]:
@@ -78,28 +69,9 @@ def site(live_server):
     store(acme, evil_records(at))
     catchup.catch_up()
     carol = get_user_model().objects.create_user("carol", password=PASSWORD)
-    Membership.objects.create(user=carol, project=acme)
-    Membership.objects.create(user=carol, project=globex)
+    Membership.objects.create(user=carol, project=acme, role="admin")
+    Membership.objects.create(user=carol, project=globex, role="admin")
     return {"url": live_server.url, "acme": acme, "globex": globex}
-
-
-def log_in(page: Page, site: dict, console: Console) -> None:
-    page.goto(site["url"] + "/")
-    expect(page).to_have_url(re.compile(r"/accounts/login/\?next=/$"))
-    screenshot(page, "login")
-    page.fill("input[name=username]", "carol")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    expect(page.locator("h1")).to_contain_text("Overview")
-    assert console.take() == []
-
-
-def charts_drawn(page: Page) -> int:
-    """Wait for every chart div of the page to hold plotly's SVG; returns how many."""
-    charts = page.locator("[data-chart]")
-    for i in range(charts.count()):
-        expect(charts.nth(i).locator("svg.main-svg").first).to_be_attached()
-    return charts.count()
 
 
 def test_it_logs_in_and_draws_the_overview(page: Page, site, console: Console):

@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from records import catchup
 from records.models import Membership, Project
 from tests.browser.conftest import Console
-from tests.browser.test_pages_in_browser import PASSWORD, log_in, store
+from tests.support.browser import PASSWORD, log_in, store
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -57,7 +57,7 @@ def site(live_server):
     store(acme, run_records("run-c", ["grep"], "gpt-5", at))
     catchup.catch_up()
     carol = get_user_model().objects.create_user("carol", password=PASSWORD)
-    Membership.objects.create(user=carol, project=acme)
+    Membership.objects.create(user=carol, project=acme, role="admin")
     return {"url": live_server.url, "acme": acme}
 
 

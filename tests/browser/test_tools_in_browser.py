@@ -16,7 +16,7 @@ from records import catchup
 from records.demo.generator import generate_records
 from records.models import Membership, Project
 from tests.browser.conftest import Console, screenshot
-from tests.browser.test_pages_in_browser import PASSWORD, charts_drawn, store
+from tests.support.browser import PASSWORD, charts_drawn, store
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 
@@ -60,7 +60,7 @@ def site(live_server):
     store(acme, missed_evil_tool(at))
     catchup.catch_up()
     dana = get_user_model().objects.create_user("dana", password=PASSWORD)
-    Membership.objects.create(user=dana, project=acme)
+    Membership.objects.create(user=dana, project=acme, role="admin")
     return {"url": live_server.url, "acme": acme}
 
 

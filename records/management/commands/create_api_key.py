@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 from django.utils.text import slugify
 
 from records.models import ApiKey, Project
+from records.store import audit_trail
 
 
 class Command(BaseCommand):
@@ -28,8 +30,15 @@ class Command(BaseCommand):
                 f"{project!r} is not a valid project name; use letters, digits, - and _ "
                 f"(e.g. {slugify(project) or 'my-project'!r})"
             )
-        proj, created = Project.objects.get_or_create(name=project)
-        key, raw = ApiKey.issue(proj, scope=scope, name=name)
+        with transaction.atomic():
+            proj, created = Project.objects.get_or_create(name=project)
+            key, raw = ApiKey.issue(proj, scope=scope, name=name)
+            audit_trail.record_change(
+                "create",
+                key,
+                actor=audit_trail.command_actor("manage.py create_api_key"),
+                before=None,
+            )
         if created:
             self.stdout.write(f"Created project {proj.name}.")
         self.stdout.write(f"Created {scope} key {key.prefix}… for {proj.name}; it is shown once:")

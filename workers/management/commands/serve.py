@@ -3,7 +3,7 @@ Celery workers and beat.
 
 `bin/start` runs this after installing. It is for a laptop or a demo box; production runs
 gunicorn, `manage.py serve_otlp_grpc`, `celery -A config beat` and a `celery -A config worker
---queues …` per queue of workers.queues under its own supervisor.
+--queues …` per queue of config.queues under its own supervisor.
 """
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+from django.db import transaction
 
+from config.queues import Queue
 from dashboard.http.staticfiles import ensure_collected
 from records.models import ApiKey, Project, Record
+from records.store import audit_trail
 from workers import heartbeat, processes
-from workers.queues import Queue
 
 # The banner's example body: five records of examples/, posted with the printed key.
 EXAMPLE_BATCH = Path(settings.BASE_DIR) / "examples" / "batch.json"
@@ -115,8 +117,12 @@ class Command(BaseCommand):
         key_file = Path(settings.VAR_DIR) / "demo_api_key"
         if key_file.exists():
             return key_file.read_text().strip()
-        project, _ = Project.objects.get_or_create(name="demo")
-        _, raw = ApiKey.issue(project, ApiKey.Scope.ALL, name="demo (bin/start)")
+        with transaction.atomic():
+            project, _ = Project.objects.get_or_create(name="demo")
+            key, raw = ApiKey.issue(project, ApiKey.Scope.ALL, name="demo (bin/start)")
+            audit_trail.record_change(
+                "create", key, actor=audit_trail.command_actor("manage.py serve"), before=None
+            )
         key_file.write_text(raw)
         key_file.chmod(0o600)
         return raw
