@@ -505,6 +505,7 @@ def classifiers_page(
         "agreement": overall_series("first_pick_agreement", rows_by_kind),
         "agreement_overall": overall("first_pick_agreement", rows_by_kind),
         "ladder": fold("ladder_fallback_rate", "model"),
+        "ladder_causes": fold("ladder_fallback_rate", "reason")["totals"],
         "verdicts": fold("verdicts")["totals"],
         "unavailable": dict(unavailable),
         "role_defaulted": dict(role_defaulted),

@@ -1,6 +1,7 @@
 """The classifiers page: latency percentiles by classifier model over time, skip
-reasons, pick errors, first-pick agreement, ladder fallbacks, the verdict mix, unavailable causes
-and role-defaulted reasons. One rollup read (dashboard.queries.page_rollups.classifiers_page)."""
+reasons, pick errors, first-pick agreement, ladder fallbacks and their causes, the verdict mix,
+unavailable causes and role-defaulted reasons. One rollup read
+(dashboard.queries.page_rollups.classifiers_page)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ def classifiers_page(request: HttpRequest) -> HttpResponse:
     data = page_rollups.classifiers_page(project.pk, now, period.name, agents, releases)
     partial = in_progress(period, data["start"], data["end"], now)
     skip_totals = [t for t in data["skip_totals"] if t["count"]]
+    ladder_causes = [t for t in data["ladder_causes"] if t["value"]]
     models, verdict_stacks = verdict_mix(data["verdicts"])
     causes, dispositions = by_second(data["unavailable"])
     reasons, reason_models = by_second(data["role_defaulted"])
@@ -69,6 +71,15 @@ def classifiers_page(request: HttpRequest) -> HttpResponse:
         ),
         "agreement_figure": time_charts.rates_over_time(agreement, {}),
         "ladder_figure": time_charts.percent_lines(data["ladder"]["series"], "fallback rate"),
+        "ladder_causes_figure": category_charts.bars(
+            [t["group"]["reason"] for t in ladder_causes],
+            [t["value"] for t in ladder_causes],
+            percent=True,
+            ytitle="share of classifications",
+            counts=[t["count"] for t in ladder_causes],
+        )
+        if ladder_causes
+        else None,
         "verdicts_figure": category_charts.stacked(models, verdict_stacks, ytitle="verdicts")
         if models
         else None,

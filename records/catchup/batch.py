@@ -14,6 +14,7 @@ from records.catchup.cells import Cell
 from records.contract import rollup_keys
 from records.contract.buckets import BUCKET_MEMO, bucket_of, minute_of, truncate
 from records.contract.derive import NOTICE_REPEATED, ONCE_PER_RUN_NOTICES
+from records.contract.fallback_causes import ladder_cause
 from records.contract.rollup_keys import (
     CLASSIFICATION,
     MODEL_CALL,
@@ -47,7 +48,8 @@ FLAGS = ("swap", "fallback", "error", "contract_break", "violation")
 # Read from the JSON only where present: a verdict's toolCallId (its classification), the violation
 # codes of a flagged record, and for records.catchup.tool_funnel the iteration and JSON of picks and
 # outcomes (their data) and turns (their derived fields); for a model call that reports toolsCount,
-# "toolsCount,messagesCount,cacheRead,cacheWrite" (empty where absent: its TOOL_DEFINITIONS row).
+# "toolsCount,messagesCount,cacheRead,cacheWrite" (empty where absent: its TOOL_DEFINITIONS row);
+# for a verdict, its `cause` (why the seat was unavailable: the ladder fallback's cause).
 def json_fields(store) -> tuple[str, ...]:
     """Those columns, in the SQL of `store` (a records.store.backends backend)."""
     text, value, whole = store.json_text, store.json_value, store.json_as_text
@@ -61,7 +63,8 @@ def json_fields(store) -> tuple[str, ...]:
         f"{text('data', 'toolsCount')} || ',' || "
         f"coalesce({text('data', 'messagesCount')}, '') || ',' || "
         f"coalesce({text('data', 'usage', 'cacheRead')}, '') || ',' || "
-        f"coalesce({text('data', 'usage', 'cacheWrite')}, '') END",
+        f"coalesce({text('data', 'usage', 'cacheWrite')}, '') "
+        f"WHEN kind = '{VERDICT}' THEN {text('data', 'cause')} END",
     )
 
 
@@ -77,7 +80,7 @@ ROW_NAMES = (
     ("is_contract_break", "contract_break"), ("has_violation", "violation"),
     ("cost_nano", "cost_nano"), ("cost_source", "cost_source"), ("release", "release"),
     ("a verdict's toolCallId", "tool_call_id"), ("the violation codes", "violations"),
-    ("iteration", "iteration"), ("a decision's JSON", "body"),
+    ("iteration", "iteration"), ("a decision's JSON or a verdict's cause", "body"),
 )  # fmt: skip
 
 
@@ -103,7 +106,8 @@ class Batch:
         self.runs: dict[tuple[int, str], _RunDelta] = defaultdict(_RunDelta)
         # (project, model, minute) -> [(verdict class, ts, record key)]
         self.verdicts: dict[tuple, list[tuple]] = defaultdict(list)
-        # (project, run_id, toolCallId) -> [(attempt, ts, record key, seat model, agent, release)]
+        # (project, run_id, toolCallId) -> [(attempt, ts, record key, seat model, agent, release,
+        # ladder cause)]: records.catchup.upserts.merge_classifications
         self.attempts: dict[tuple, list[tuple]] = defaultdict(list)
         # (project, run_id, code) -> [(id, minute, agent, model, release)] of once-per-run notices
         self.once_notices: dict[tuple, list[tuple]] = defaultdict(list)
@@ -185,8 +189,9 @@ class Batch:
             self.verdicts[(project, model, minute)].append((outcome, ts, record_key))
             fields = _DECODED.get((VERDICT, key)) or _decoded(VERDICT, key)
             if tool_call_id:
+                cause = ladder_cause(fields["verdict"], body)
                 self.attempts[(project, run_id, tool_call_id)].append(
-                    (fields["attempt"], ts, record_key, fields["seat"], agent or "", release)
+                    (fields["attempt"], ts, record_key, fields["seat"], agent or "", release, cause)
                 )
         elif kind == MODEL_CALL:
             if body:
@@ -229,8 +234,10 @@ class Batch:
         """Add (or take back) a classification's one count in its first rung-0 minute."""
         if state is None or state[0] is None:
             return  # no rung-0 attempt yet: not counted anywhere
-        first_ts, _, seat, agent, release, fell_back = state
-        key = rollup_keys.encode(CLASSIFICATION, {"fell_back": int(fell_back)})
+        first_ts, _, seat, agent, release, fell_back, _, _, cause = state
+        key = rollup_keys.encode(
+            CLASSIFICATION, {"fell_back": int(fell_back), "cause": cause if fell_back else ""}
+        )
         minute = truncate(first_ts, Grain.MINUTE)
         self.cells[(project, minute, CLASSIFICATION, agent, seat, key, release)].count += delta
 

@@ -62,23 +62,29 @@ def merge_classifications(batch: Batch) -> None:
     changed = []
     for key, attempts in batch.attempts.items():
         before = stored.get(key)
-        first_ts, first_key, seat, agent, release, fell_back = before or (
-            None,
-            "",
-            "",
-            "",
-            "",
-            False,
-        )
-        for attempt, ts, record_key, attempt_seat, attempt_agent, attempt_release in attempts:
+        (first_ts, first_key, seat, agent, release, fell_back, seat_ts, seat_key,
+         cause) = before or (None, "", "", "", "", False, None, "", "")  # fmt: skip
+        for (
+            attempt,
+            ts,
+            record_key,
+            attempt_seat,
+            attempt_agent,
+            attempt_release,
+            attempt_cause,
+        ) in attempts:
             if attempt.endswith("1"):  # any attempt on rung 1, a re-ask too
                 fell_back = True
-            elif attempt == "rung0" and (
+                continue
+            if attempt == "rung0" and (
                 first_ts is None or (ts, record_key) < (first_ts, first_key)
             ):
                 first_ts, first_key, seat, agent = ts, record_key, attempt_seat, attempt_agent
                 release = attempt_release
-        after = (first_ts, first_key, seat, agent, release, fell_back)
+            # The seat's last attempt (a re-ask too) says why the ladder walked on.
+            if seat_ts is None or (ts, record_key) > (seat_ts, seat_key):
+                seat_ts, seat_key, cause = ts, record_key, attempt_cause
+        after = (first_ts, first_key, seat, agent, release, fell_back, seat_ts, seat_key, cause)
         if after == before:
             continue
         batch.add_classification(key[0], before, -1)
@@ -90,7 +96,8 @@ def merge_classifications(batch: Batch) -> None:
 _CLASSIFICATION_STAGE = """
 CREATE TEMP TABLE IF NOT EXISTS classification_stage (
     project_id bigint, run_id text, tool_call_id text, first_ts timestamptz, first_key text,
-    seat_model text, agent text, release text, fell_back boolean
+    seat_model text, agent text, release text, fell_back boolean, seat_ts timestamptz,
+    seat_key text, cause text
 ) ON COMMIT DELETE ROWS;
 TRUNCATE classification_stage
 """
@@ -107,11 +114,12 @@ def _save_classifications(rows: list[tuple]) -> None:
     with connection.cursor() as cursor:
         backend().upsert_rows(
             cursor, _CLASSIFICATION, columns, rows, conflict,
-            stage=(_CLASSIFICATION_STAGE, "classification_stage"), time_columns=(3,),
+            stage=(_CLASSIFICATION_STAGE, "classification_stage"), time_columns=(3, 9),
         )  # fmt: skip
 
 
-_CLASSIFICATION_STATE = ("first_ts", "first_key", "seat_model", "agent", "release", "fell_back")
+_CLASSIFICATION_STATE = ("first_ts", "first_key", "seat_model", "agent", "release", "fell_back",
+                         "seat_ts", "seat_key", "cause")  # fmt: skip
 
 
 _CLASSIFICATION = Classification._meta.db_table
@@ -125,10 +133,12 @@ def _stored_classifications(keys: list[tuple]) -> dict[tuple, tuple]:
     key_columns = ("project_id", "run_id", "tool_call_id")
     rows = rows_by_keys(_CLASSIFICATION, key_columns, ("bigint", "text", "text"),
                         (*key_columns, *_CLASSIFICATION_STATE), keys)  # fmt: skip
-    for project, run_id, call_id, first_ts, *state in rows:
+    for project, run_id, call_id, first_ts, *state, seat_ts, seat_key, cause in rows:
         if first_ts is not None:  # SQLite: text
             first_ts = parse_time(first_ts)
-        out[(project, run_id, call_id)] = (first_ts, *state)
+        if seat_ts is not None:
+            seat_ts = parse_time(seat_ts)
+        out[(project, run_id, call_id)] = (first_ts, *state, seat_ts, seat_key, cause)
     return out
 
 

@@ -7,7 +7,8 @@ The causes, in the order a call meets them:
 - `route_fallback`, `route_unroutable`: pre-flight route swaps, the notices
   `route.fallback_to_primary` and `route.classifier_unroutable`;
 - `ladder`: a classification that walked on from the seat to the main model (a verdict's first
-  attempt on rung 1; the CLASSIFICATION rollups with fell_back "1", the ladder fallbacks);
+  attempt on rung 1; the CLASSIFICATION rollups with fell_back "1", the ladder fallbacks), split
+  by LADDER_CAUSES, what the seat's last attempt came to;
 - `classifier_fallback`: the engine's `classifier.fallback` notice, which reports such a walk;
 - `reliability`: reliability events of type `fallback_triggered`;
 - `router`: a model selection whose selected model is not the default (a swap).
@@ -44,6 +45,23 @@ def is_fallback_notice(code: str) -> bool:
 def is_ladder_fallback(rung: int, reask: bool) -> bool:
     """A first attempt (not a re-ask) on rung 1: the seat gave no ruling."""
     return rung == 1 and not reask
+
+
+# Why a classification walked on to rung 1: what the seat's last attempt (rung 0, a re-ask
+# included, the latest by time and record key) came to. A parse error, or the seat unavailable
+# by its `cause` (`unavailable` when it gave none); `ruled` when the seat did rule and the ladder
+# walked on anyway. "" for classifications folded before causes were kept.
+LADDER_CAUSES = ("parse_error", "timeout", "error", "unavailable", "ruled")
+
+
+def ladder_cause(verdict_class: str, unavailable_cause: str | None) -> str:
+    """The LADDER_CAUSES entry of a seat attempt: its verdict class (records.contract.derive:
+    allow | block | ruled | parse_error | unavailable) and, when unavailable, its `cause`."""
+    if verdict_class == "parse_error":
+        return "parse_error"
+    if verdict_class == "unavailable":
+        return unavailable_cause if unavailable_cause in ("timeout", "error") else "unavailable"
+    return "ruled"
 
 
 def is_swap(default_model: str, selected_model: str) -> bool:

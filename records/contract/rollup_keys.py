@@ -9,7 +9,7 @@ Besides the record kinds, the catch-up pass writes rows of *derived* kinds, whic
 are not records and never count as records:
 
 - `CLASSIFICATION`: one per classification (run, toolCallId), in the bucket of its first rung-0
-  attempt, keyed by whether it fell back to rung 1 (the ladder fallback rate);
+  attempt, keyed by whether it fell back to rung 1 (the ladder fallback rate) and why;
 - `VIOLATION`: one per broken contract of a record, in the record's bucket and
   under its model, keyed by the record's kind and the violation code; code "" counts each
   violating record once, whatever its number of codes;
@@ -89,7 +89,9 @@ KEY_FIELDS: dict[str, tuple[str, ...]] = {
     PROVIDER_ERROR: ("provider", "error", "refused"),  # refused: "1" | "0"
     RELIABILITY: ("type",),
     MODEL_CALL: ("provider",),
-    CLASSIFICATION: ("fell_back",),  # "1" | "0"; the row's model is the seat model
+    # fell_back "1" | "0"; cause: records.contract.fallback_causes.LADDER_CAUSES when it fell
+    # back, else ""; the row's model is the seat model
+    CLASSIFICATION: ("fell_back", "cause"),
     VIOLATION: ("kind", "code"),
     # records.catchup.tool_funnel: role, ranked top|1|0, reason
     TOOL: ("tool", "role", "ranked", "reason"),

@@ -15,6 +15,7 @@ from typing import Any
 from records.contract import rollup_keys, streak_segments
 from records.contract.buckets import truncate
 from records.contract.derive import VIOLATION_CODES
+from records.contract.fallback_causes import LADDER_CAUSES
 from records.contract.rollup_keys import (
     CLASSIFICATION,
     MODEL_CALL,
@@ -83,6 +84,16 @@ def _ladder(r: Row) -> list:
     # attempt, under its seat model (records.catchup.upserts.merge_classifications).
     fell_back = _key(r)["fell_back"] == "1"
     return [({"model": r.model}, (r.count if fell_back else 0, r.count))]
+
+
+def _ladder_by_cause(r: Row) -> list:
+    # Every classification is in the denominator of every cause's rate; a fallback folded
+    # before causes were kept counts under none of them.
+    k = _key(r)
+    cause = k["cause"] if k["fell_back"] == "1" else None
+    return [
+        ({"reason": each}, (r.count if cause == each else 0, r.count)) for each in LADDER_CAUSES
+    ]
 
 
 def _verdicts(r: Row) -> list:
@@ -252,8 +263,12 @@ METRICS: dict[str, Metric] = {
             (CLASSIFICATION,),
             Rate,
             _ladder,
+            group_bys=("model", "agent", "reason"),
+            variants=(("reason", _ladder_by_cause),),
             doc="Classifications (run, toolCallId) with a rung-1 attempt / classifications, by "
-            "seatModel, in the bucket of each classification's first rung-0 attempt.",
+            "seatModel, in the bucket of each classification's first rung-0 attempt; "
+            "group_by=reason splits the fallbacks by cause, what the seat's last attempt came "
+            "to: parse_error, timeout, error, unavailable (no cause given) or ruled.",
         ),
         Metric(
             "verdicts",

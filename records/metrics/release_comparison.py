@@ -273,6 +273,8 @@ def _ladder(r: Row, k: dict):
     fell_back = r.count if k["fell_back"] == "1" else 0
     yield (), fell_back, r.count
     yield (("seat", r.model),), fell_back, r.count
+    if fell_back and k["cause"]:  # "": folded before causes were kept
+        yield (("cause", k["cause"]),), fell_back, 0
 
 
 def _contract_broken(r: Row, k: dict):

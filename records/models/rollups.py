@@ -187,8 +187,10 @@ class Classification(models.Model):
 
     It counts in the bucket of its first rung-0 attempt (`first_ts`), under that attempt's seat
     model and agent, and fell back when any rung-1 attempt exists, whenever it arrives; a rung-1
-    attempt that arrives first waits here for its rung-0 attempt. The CLASSIFICATION rollups hold
-    exactly the contribution these fields describe, so a change moves that contribution.
+    attempt that arrives first waits here for its rung-0 attempt. Its `cause` is what the seat's
+    last attempt (`seat_ts`, `seat_key`: rung 0, a re-ask too) came to
+    (records.contract.fallback_causes.LADDER_CAUSES). The CLASSIFICATION rollups hold exactly
+    the contribution these fields describe, so a change moves that contribution.
     """
 
     project = catch_up_project()
@@ -201,6 +203,10 @@ class Classification(models.Model):
     # The release of its first rung-0 attempt ("" for none): its CLASSIFICATION rows' release.
     release = models.CharField(max_length=200, default="", blank=True, db_default="")
     fell_back = models.BooleanField(default=False)
+    seat_ts = models.DateTimeField(null=True, blank=True)
+    seat_key = models.CharField(max_length=200, default="", blank=True, db_default="")
+    # "" for a classification folded before causes were kept, until a rebuild.
+    cause = models.CharField(max_length=20, default="", blank=True, db_default="")
 
     class Meta:
         constraints = [

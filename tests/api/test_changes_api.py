@@ -11,7 +11,7 @@ from scipy import stats
 from statsmodels.stats.proportion import confint_proportions_2indep
 
 from records.metrics import change_stats
-from tests.support.release_data import DAY_1, DAY_2, picks, post_all
+from tests.support.release_data import DAY_1, DAY_2, ladders, picks, post_all
 
 
 def changes(persona, **params):
@@ -74,6 +74,29 @@ def test_two_windows_compare_by_time(alice):
     body = changes(alice, a="2026-11-01..2026-11-08", b="2026-11-08..2026-11-15")
     assert row(body, "pick_error_rate")["verdict"] == "regression"
     assert body["b"]["runs"] == "/runs/?from=2026-11-08T00%3A00%3A00Z&to=2026-11-15T00%3A00%3A00Z"
+
+
+def test_ladder_fallbacks_compare_by_cause(alice):
+    post_all(
+        alice.client(), ladders("v1", DAY_1, 1000, 20, 20) + ladders("v2", DAY_2, 1000, 80, 20)
+    )
+    body = changes(alice, agent="support-bot", a="release:v1", b="release:v2")
+    whole = row(body, "ladder_fallback_rate")
+    assert (whole["a"]["value"], whole["b"]["value"], whole["verdict"]) == (0.04, 0.1, "regression")
+    timeouts = row(body, "ladder_fallback_rate", {"cause": "timeout"})
+    assert (timeouts["a"]["value"], timeouts["b"]["value"]) == (0.02, 0.08)
+    assert (timeouts["a"]["n"], timeouts["b"]["n"]) == (1000, 1000)
+    assert timeouts["verdict"] == "regression"
+    assert timeouts["p_value"] == pytest.approx(
+        stats.chi2_contingency([[20, 980], [80, 920]], correction=False)[1], rel=1e-6
+    )
+    parse_errors = row(body, "ladder_fallback_rate", {"cause": "parse_error"})
+    assert (parse_errors["a"]["value"], parse_errors["b"]["value"]) == (0.02, 0.02)
+    assert parse_errors["verdict"] == "no evidence"
+    causes = {
+        m["group"].get("cause") for m in body["measures"] if m["measure"] == "ladder_fallback_rate"
+    }
+    assert causes == {None, "timeout", "parse_error"}
 
 
 def test_a_side_with_too_few_picks_says_how_many_more_it_needs(alice):

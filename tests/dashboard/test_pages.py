@@ -28,6 +28,7 @@ from records.demo.generator import generate_records
 from records.models import Membership, Run
 from tests.support.factories import record
 from tests.support.pages import EVIL_TEXT, figure, operator, post
+from tests.support.release_data import ladders
 from workers import heartbeat
 
 EVIL_TOOL = "<img src=x onerror=alert(2)>"
@@ -772,6 +773,16 @@ def test_it_charts_classifier_causes_and_reasons(alice, alice_page):
     [totals] = latency["latency_totals"]  # lower nearest rank of 100..104 ms, within 1 %
     assert totals["count"] == 5 and totals["p50"] == pytest.approx(102, rel=0.01)
     assert totals["p99"] == pytest.approx(103, rel=0.01)
+
+
+def test_it_charts_the_ladder_fallbacks_by_what_the_seat_last_came_to(alice, alice_page):
+    start = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    post(alice, ladders("v1", start, 4, 2, 1))  # two timeouts, a parse error, a ruling
+    catchup.catch_up()
+    page = alice_page.get("/classifiers/").content.decode()
+    (bars,) = figure(page, "chart-ladder-causes")["data"]
+    assert dict(zip(bars["x"], bars["y"], strict=True)) == {"parse_error": 0.25, "timeout": 0.5}
+    assert bars["customdata"] == [4, 4]  # of all four classifications
 
 
 def test_it_shows_streaks_with_a_sparkline_and_the_runs_behind_them(alice, alice_page):

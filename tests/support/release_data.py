@@ -32,6 +32,37 @@ def picks(release: str, start: datetime, n: int, errors: int, agent: str = "supp
     return out
 
 
+def ladders(release: str, start: datetime, n: int, timeouts: int, parse_errors: int,
+            agent: str = "support-bot") -> list[dict]:  # fmt: skip
+    """`n` classifications of `release`, one a run: `timeouts` of them walk on to rung 1 after the
+    seat timed out, the next `parse_errors` after it answered what could not be parsed, the rest
+    ruled by the seat."""
+    out = []
+    for i in range(n):
+        ts = start + timedelta(seconds=i)
+        common = {"run_id": f"{release}-{agent}-ladder-{i}", "agent": agent, "release": release}
+        seat = {"toolName": "send_email", "toolCallId": "call-1", "model": "qwen3-8b",
+                "seatModel": "qwen3-8b", "rung": 0, "seat": "off", "reask": False,
+                "station": "leg", "wallMs": 300.0}  # fmt: skip
+        if i < timeouts:
+            first = {**seat, "outcome": "unavailable", "cause": "timeout", "disposition": "asked"}
+        elif i < timeouts + parse_errors:
+            first = {**seat, "outcome": "parse_error", "form": "missing"}
+        else:
+            first = {**seat, "outcome": "ruled", "verdict": "allow"}
+        out.append(record("classifier.verdict", ts=_iso(ts), data=first, **common))
+        if i < timeouts + parse_errors:
+            main = {**seat, "model": "claude-sonnet-4-5", "rung": 1, "outcome": "ruled",
+                    "verdict": "allow"}  # fmt: skip
+            out.append(record("classifier.verdict", ts=_iso(ts + timedelta(milliseconds=500)),
+                              data=main, **common))  # fmt: skip
+    return out
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
 def post_all(client, records: list[dict]) -> None:
     for at in range(0, len(records), 1000):
         response = client.post(

@@ -29,6 +29,9 @@ from records.store.writer import store_records
 from tests.support.factories import BASE_TS, record
 
 CLASSIFIERS = ("claude-haiku-4-5", "qwen3-8b")
+# Why a ladder walked on: a parse error, the seat unavailable by its cause (or without one), or a
+# ruling the ladder walked on from anyway.
+LADDER_CAUSES = ("parse_error", "timeout", "error", "unavailable", "ruled")
 MAINS = ("claude-sonnet-4-5", "gpt-5")
 AGENTS = ("support-bot", "billing-agent")
 REASONS = ("unavailable", "too-few", "after-miss", "wrap-up")
@@ -183,7 +186,9 @@ def _verdict(rng: random.Random) -> dict:
     if outcome == "ruled":
         data["verdict"] = rng.choice(["allow", "block"])
     elif outcome == "unavailable":
-        data["cause"] = "timeout"
+        cause = rng.choice(["timeout", "error", None])
+        if cause:
+            data["cause"] = cause
     return data
 
 
@@ -251,6 +256,11 @@ def exact(records: list[dict]) -> dict:
     out["ladder_fallback_rate"] = {
         m: (c["fell_back"] / c["all"], c["all"]) for m, c in ladder.items()
     }
+    causes = Counter(ladder_causes(records).values())
+    counted = len(classifications(records))
+    out["ladder_fallback_rate_by_cause"] = {
+        cause: (causes[cause] / counted, counted) for cause in LADDER_CAUSES
+    }
     out["verdicts"] = dict(verdict_mix)
     out["provider_errors"] = Counter(
         (r["data"]["provider"], r["data"]["model"], r["data"]["error"])
@@ -300,6 +310,30 @@ def classifications(records: list[dict]) -> dict[tuple, tuple[dict, bool]]:
         if firsts:
             first = min(firsts, key=lambda r: (_when(r), r["id"]))
             out[key] = (first, any(r["data"]["rung"] == 1 for r in rs))
+    return out
+
+
+def ladder_causes(records: list[dict]) -> dict[tuple, str]:
+    """{(run, call): cause} of the counted classifications that fell back: what the seat's last
+    attempt (rung 0, a re-ask too, the latest by time and record key) came to."""
+    out = {}
+    for key, (_, fell_back) in classifications(records).items():
+        if not fell_back:
+            continue
+        seat = [
+            r
+            for r in records
+            if r["kind"] == "classifier.verdict"
+            and (r["run_id"], r["data"]["toolCallId"]) == key
+            and r["data"]["rung"] == 0
+        ]
+        d = max(seat, key=lambda r: (_when(r), r["id"]))["data"]
+        if d["outcome"] == "parse_error":
+            out[key] = "parse_error"
+        elif d["outcome"] == "unavailable":
+            out[key] = d.get("cause") or "unavailable"
+        else:
+            out[key] = "ruled"
     return out
 
 
@@ -364,7 +398,16 @@ def rollup_snapshot(project):
     )
     classifications = sorted(
         Classification.objects.filter(project=project).values_list(
-            "run_id", "tool_call_id", "first_ts", "first_key", "seat_model", "agent", "fell_back"
+            "run_id",
+            "tool_call_id",
+            "first_ts",
+            "first_key",
+            "seat_model",
+            "agent",
+            "fell_back",
+            "seat_ts",
+            "seat_key",
+            "cause",
         )
     )
     return rollups, streaks, runs, classifications

@@ -34,7 +34,7 @@ SNAPSHOT = {
         FROM records_run r JOIN records_project p ON p.id = r.project_id ORDER BY 1, 2""",
     "classifications": """
         SELECT p.name, c.run_id, c.tool_call_id, CAST(c.first_ts AS text), c.first_key,
-               c.seat_model, c.agent, c.fell_back
+               c.seat_model, c.agent, c.fell_back, CAST(c.seat_ts AS text), c.seat_key, c.cause
         FROM records_classification c JOIN records_project p ON p.id = c.project_id
         ORDER BY 1, 2, 3""",
     "streaks": """

@@ -1,7 +1,7 @@
 """Migrations that give rollups stored before them the rows of a new derived kind: 0017 merges
 the latency sketches stored on pick rows into PICK_LATENCY rows, 0018 counts the folded runs in
-RUN_LAST rows; and 0026, which derives the stored hybrid turns again and moves them in the
-rollups."""
+RUN_LAST rows; 0026, which derives the stored hybrid turns again and moves them in the
+rollups; and 0039, which gives the CLASSIFICATION rows the key's new cause field."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from importlib import import_module
 import orjson
 import pytest
 from django.apps import apps
+from django.db import connection
 from django.utils import timezone
 
 from records.contract import rollup_keys
@@ -23,6 +24,8 @@ from records.metrics import definitions
 from records.models import Grain, Project, Rollup
 from tests.support.factories import record
 from tests.support.migrations import latest, migrate
+from tests.support.release_data import DAY_1, ladders, post_all
+from tests.support.services import Persona
 
 BEFORE = [("records", "0016_updated_tables_fillfactor")]
 BEFORE_RUN_LAST = [("records", "0017_pick_latency_rollups")]
@@ -328,3 +331,43 @@ def test_stored_hybrid_turns_of_plain_text_read_as_envelope_turns_after_migratin
     rebuilt, rebuilt_latencies = _rollups()
     assert rebuilt == after
     assert rebuilt_latencies == pytest.approx(latencies, abs=1e-6)
+
+
+@pytest.mark.both_dbs
+def test_a_classification_folded_before_causes_moves_from_the_row_its_key_was_renamed_to(
+    migrated_back,
+):
+    alice = Persona("acme")
+    post_all(alice.client(), ladders("v1", DAY_1, 2, 0, 0))  # two classifications the seat ruled
+
+    def keys() -> Counter:
+        counts = Counter()
+        for key, count in Rollup.objects.filter(
+            kind=rollup_keys.CLASSIFICATION, grain=Grain.DAY
+        ).values_list("key", "count"):
+            counts[key] += count
+        return counts
+
+    migrated_back([("records", "0038_rollup_release_index")])  # as stored before causes
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT key FROM records_rollup WHERE kind = %s", [rollup_keys.CLASSIFICATION]
+        )
+        assert {key for (key,) in cursor.fetchall()} == {"0"}
+    migrate(latest())
+    assert keys() == {"0|": 2}
+
+    # One of them walks on to rung 1: its count leaves the renamed row, and with no seat
+    # attempt kept its cause is unknown, counted under no cause.
+    walked = ladders("v1", DAY_1, 1, 1, 0)[1]
+    walked["id"] = "late-rung-1"
+    post_all(alice.client(), [walked])
+    assert keys() == {"0|": 1, "1|": 1}
+    body = alice.client(alice.read_key).get(
+        "/api/v1/metrics/ladder_fallback_rate",
+        {"interval": "day", "from": "2026-11-01T00:00:00Z", "to": "2026-11-03T00:00:00Z",
+         "group_by": "reason"},
+    ).json()  # fmt: skip
+    assert {t["group"]["reason"]: t["value"] for t in body["totals"]} == dict.fromkeys(
+        ("parse_error", "timeout", "error", "unavailable", "ruled"), 0
+    )

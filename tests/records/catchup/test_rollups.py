@@ -116,6 +116,12 @@ def test_it_computes_the_ladder_fallback_rate_by_seat_model(alice, mix):
     )
 
 
+def test_it_splits_the_ladder_fallback_rate_by_what_the_seat_last_came_to(alice, mix):
+    exact = rollup_data.exact(mix)["ladder_fallback_rate_by_cause"]
+    assert sum(rate > 0 for rate, _ in exact.values()) >= 4  # the mix has most causes
+    _approx(totals(metric(alice, "ladder_fallback_rate", group_by="reason")), exact)
+
+
 def test_it_counts_the_verdict_mix_by_model(alice, mix):
     got = {tuple(t["group"].values()): t["value"] for t in metric(alice, "verdicts")["totals"]}
     assert got == rollup_data.exact(mix)["verdicts"]
