@@ -6,8 +6,8 @@ Self-contained: the rule of the time (a hybrid turn without calls whose text is 
 the envelope's decision), the turn's rollup key and the latency sketch's bins are written out
 here, so that later changes to the live derivation never change what this migration does.
 
-Only hybrid turns are read, WINDOW ids a transaction, and only those whose derived columns
-change are written. A turn the catch-up already folded in (its id at most its lane's
+Only hybrid turns are read, WINDOW ids a transaction from the first hybrid turn's, and only
+those whose derived columns change are written. A turn the catch-up already folded in (its id at most its lane's
 watermark) also moves its count, latency and latency bin from its old turn rollup row to its
 new one, in the minute, hour and day of its `ts`, in the transaction that rewrites it; that
 transaction holds every lane's watermark row, so no catch-up pass folds meanwhile. A row left
@@ -30,7 +30,7 @@ import math
 
 import orjson
 from django.db import migrations, transaction
-from django.db.models import Max, Q
+from django.db.models import Max, Min, Q
 
 # Ids a transaction: a range of the primary key, read by its index whatever the planner makes
 # of the JSON condition (a LIMIT could make it sort the whole table for each batch instead).
@@ -189,9 +189,13 @@ def rederive(apps, schema_editor):
     Watermark = apps.get_model("records", "Watermark")
     db = schema_editor.connection.alias
     hybrid = Record.objects.using(db).filter(kind=TURN, data__protocol="hybrid")
-    top = Record.objects.using(db).aggregate(top=Max("id"))["top"] or 0
+    span = hybrid.aggregate(first=Min("id"), top=Max("id"))
+    if span["first"] is None:
+        return
     columns = ("id", "project", "ts", "agent", "data", *_CELL_COLUMNS, *_DECISION_COLUMNS)
-    for low in range(0, top, WINDOW):
+    # From the first hybrid turn: the ids below it (records past retention, other kinds) would
+    # be windows of nothing, a query each.
+    for low in range(span["first"] - 1, span["top"], WINDOW):
         with transaction.atomic(using=db):
             window = hybrid.filter(id__gt=low, id__lte=low + WINDOW)
             rewritten = []
