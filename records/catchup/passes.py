@@ -40,7 +40,7 @@ from records.catchup.lanes import (
     parse_lane_name,
 )
 from records.catchup.marker_fold import mark_first_records
-from records.catchup.reads import fetch_records
+from records.catchup.reads import fetch_records, next_record_id
 from records.catchup.sql_helpers import commit_without_flush
 from records.catchup.streak_fold import fold_dirty_streaks, merge_streaks
 from records.catchup.upserts import (
@@ -230,6 +230,13 @@ def fold_lane_pass(watermark: Watermark, lane: int, lanes: int, batch_size: int,
         # Freed while the collector is still paused: back on, its first collection would
         # otherwise walk every object the pass still held (none was ever collected young).
         del batch
+    if not count and last_id < high:
+        # A window without a record of the lane, below the safe high-water mark: ids nothing
+        # holds (a rolled-back batch's, a conflicting insert's, records past retention) or
+        # other lanes'. Nothing can arrive there any more, so the lane goes on from the next
+        # record instead of walking a gap of millions of ids one window a pass.
+        following = next_record_id(last_id, high)
+        last_id = high if following is None else following - 1
     if last_id > watermark.last_id:
         _forget_folded_batches(last_id, lane, lanes)
     watermark.last_id = last_id

@@ -38,3 +38,14 @@ def fetch_records(after: int, upto: int, lane: int = 0, lanes: int = 1) -> Itera
         cursor.execute(sql, params)
         # On PostgreSQL the next chunk is read ahead by a thread while the pass folds this one.
         yield from store.chunks(cursor, CHUNK, time_column=FIELDS.index("ts"))
+
+
+def next_record_id(after: int, upto: int) -> int | None:
+    """The lowest record id in (after, upto], of any lane; None when there is none. The
+    primary key's first entry past `after` (on PostgreSQL, each partition's index merged)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT min(id) FROM {Record._meta.db_table} WHERE id > %s AND id <= %s",
+            [after, upto],
+        )
+        return cursor.fetchone()[0]
