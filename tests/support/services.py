@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from urllib.parse import quote
 
 import pytest
 from django.db import connection
@@ -27,7 +28,11 @@ def database_url() -> str:
     db = connection.settings_dict
     if connection.vendor == "sqlite":
         return f"sqlite:///{db['NAME']}"
-    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    # The session settings the suite's own connections start with (.ci/run's, say), so that
+    # the processes a test starts run as the test does.
+    options = db.get("OPTIONS", {}).get("options")
+    return f"{url}?options={quote(options)}" if options else url
 
 
 class Persona:
