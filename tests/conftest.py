@@ -5,11 +5,12 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
-from django.test import Client
+from django.test import Client, TransactionTestCase
 
 from dashboard.http.staticfiles import ensure_collected
 from tests.support.module_data import quick_hashers, quiet
 from tests.support.pages import operator
+from tests.support.quick_flush import flush_quickly
 from tests.support.services import REQUIRE_SERVICES, Persona, need_service
 
 # Markers by folder: tests/live starts servers, workers or private clusters as processes;
@@ -45,6 +46,18 @@ def _static_collected(django_test_environment) -> None:
     """Pages link the hashed static names of the manifest, as under bin/start, and a browser
     test loads the current scripts, not those of an earlier collect (dashboard.http.staticfiles)."""
     ensure_collected()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quick_flush() -> None:
+    """A transactional test ends by emptying the tables it filled, not every table
+    (tests/support/quick_flush.py)."""
+    flush_all = TransactionTestCase._fixture_teardown
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            TransactionTestCase, "_fixture_teardown", lambda test: flush_quickly(test, flush_all)
+        )
+        yield
 
 
 @pytest.fixture(autouse=True)
