@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import time
@@ -84,10 +85,8 @@ def test_sustained_posts_on_new_and_kept_alive_connections_meet_no_closed_connec
     """Clients posting back to back, on kept-alive connections and on a new one per request,
     against the shipped configuration: every POST is answered 200 and no worker is replaced.
     gunicorn's gthread worker drops connections as it leaves (benoitc/gunicorn#3038), so
-    gunicorn.conf.py replaces none after a number of requests: with
-    DECISIONBOARD_WEB_MAX_REQUESTS=30 this test met 6-9 resets and closed connections in
-    ~420 POSTs (three runs, no worker crashed), and a 30-minute soak's client two in a row
-    with the old default of 20,000."""
+    gunicorn.conf.py replaces none after a number of requests; a few hundred POSTs are enough to
+    meet such a drop when workers are replaced every few dozen requests."""
     import threading
 
     key = ApiKey.issue(Project.objects.create(name="acme"), ApiKey.Scope.INGEST)[1]
@@ -96,11 +95,16 @@ def test_sustained_posts_on_new_and_kept_alive_connections_meet_no_closed_connec
     env.pop("DECISIONBOARD_WEB_MAX_REQUESTS", None)
     base = f"http://127.0.0.1:{port}"
     errors: list[str] = []
+    numbers = itertools.count(1)
     sent = [0]
-    stop = time.monotonic() + 10
+    # A number of POSTs, not a time: a busy machine answers fewer in the same seconds.
+    posts, give_up = 420, time.monotonic() + 180
+
+    def more() -> bool:
+        return sent[0] < posts and time.monotonic() < give_up
 
     def post(session: requests.Session, client: int) -> None:
-        n = sent[0] = sent[0] + 1
+        n = sent[0] = next(numbers)
         record = {"id": f"c{client}-{n}", "kind": "turn", "run_id": f"run-{client}",
                   "ts": "2026-01-01T00:00:00Z", "data": {"iteration": 1}}  # fmt: skip
         try:
@@ -117,11 +121,11 @@ def test_sustained_posts_on_new_and_kept_alive_connections_meet_no_closed_connec
 
     def kept_alive(client: int) -> None:  # one connection for as long as the server keeps it
         with requests.Session() as session:
-            while time.monotonic() < stop:
+            while more():
                 post(session, client)
 
     def one_each(client: int) -> None:  # a new connection for every request
-        while time.monotonic() < stop:
+        while more():
             with requests.Session() as session:
                 post(session, client)
 
@@ -138,6 +142,6 @@ def test_sustained_posts_on_new_and_kept_alive_connections_meet_no_closed_connec
             thread.start()
         for thread in clients:
             thread.join()
-    assert sent[0] > 200
+    assert sent[0] >= posts, f"{sent[0]} POSTs answered in 180 s"
     assert errors == [], (len(errors), sent[0], sorted(set(errors)))
     assert "Autorestarting worker" not in (tmp_path / "web.log").read_text()
