@@ -106,9 +106,11 @@ WITH new_keys AS (
     -- The table is partitioned by ts, so the keys' uniqueness lives in RecordKey: a resend is a
     -- duplicate whatever its ts. In key order, so that two batches sharing keys lock alike.
     -- With its record's UTC day, its partition's: expiring the day deletes its keys by it.
+    -- Byte order: any fixed order locks alike, and the database's collation would compare
+    -- each pair of keys through the C library.
     INSERT INTO {KEY_TABLE} (project_id, record_key, day)
     SELECT %(project)s, record_key, (ts AT TIME ZONE 'UTC')::date
-    FROM {STAGE} ORDER BY record_key
+    FROM {STAGE} ORDER BY record_key COLLATE "C"
     {"ON CONFLICT (project_id, record_key) DO NOTHING RETURNING record_key" if resend else ""}
 ), ins AS (
     INSERT INTO {RECORD_TABLE} (project_id, received_at, {", ".join(COLUMNS)})
