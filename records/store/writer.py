@@ -128,17 +128,30 @@ WITH new_keys AS (
     -- INSERT: ON CONFLICT alone would check each against the unique index, and that check waits
     -- for a pass that has updated the run and not yet committed (a batch of a busy run then
     -- took as long as the rest of the pass). A plain read of the committed row never waits.
+    -- Each of the batch's runs is looked up in the unique index: the first run at or after
+    -- it in the index's order is the run itself when it was committed. Written as a row
+    -- comparison, which no other index of the table can serve: without statistics, the
+    -- planner read an equality on (project, run) through the project's keyset index, every run
+    -- of the project for each run of the batch, and NOT EXISTS hashed them all every batch.
     INSERT INTO {RUN_TABLE}
         (project_id, run_id, parent_run_id, agent, session_id, first_ts, last_ts,
          record_count, created_at, {_RUN_SUMMARY_COLUMNS})
-    SELECT %(project)s, run_id, max(parent_run_id), max(agent), max(session_id), min(ts),
-           max(ts), 0, %(now)s, '{{}}', '{{}}', false, false, false, false, false
-    FROM ins
-    WHERE NOT EXISTS (
-        SELECT 1 FROM {RUN_TABLE} AS known
-        WHERE known.project_id = %(project)s AND known.run_id = ins.run_id
-    )
-    GROUP BY run_id ORDER BY run_id COLLATE "C"
+    SELECT %(project)s, batch_run.run_id, batch_run.parent_run_id, batch_run.agent,
+           batch_run.session_id, batch_run.first_ts, batch_run.last_ts, 0, %(now)s,
+           '{{}}', '{{}}', false, false, false, false, false
+    FROM (
+        SELECT run_id, max(parent_run_id) AS parent_run_id, max(agent) AS agent,
+               max(session_id) AS session_id, min(ts) AS first_ts, max(ts) AS last_ts
+        FROM ins GROUP BY run_id
+    ) AS batch_run
+    LEFT JOIN LATERAL (
+        SELECT known.run_id = batch_run.run_id AND known.project_id = %(project)s AS found
+        FROM {RUN_TABLE} AS known
+        WHERE (known.project_id, known.run_id) >= (%(project)s, batch_run.run_id)
+        ORDER BY known.project_id, known.run_id LIMIT 1
+    ) AS committed ON true
+    WHERE committed.found IS NOT TRUE
+    ORDER BY batch_run.run_id COLLATE "C"
     ON CONFLICT (project_id, run_id) DO NOTHING
     RETURNING 1
 )
