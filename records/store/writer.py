@@ -3,7 +3,7 @@
 This is the ingest hot path, so it skips the ORM (whose bulk_create is ~10x slower than COPY on
 PostgreSQL): PostgreSQL stages the batch with COPY, then one statement inserts the keys into
 RecordKey (each with its record's day; ON CONFLICT DO NOTHING when some key was stored before,
-see _insert_statement), the records whose key was new (into their day's partition,
+see insert_statement), the records whose key was new (into their day's partition,
 records.store.partitions) and the new runs; SQLite takes its write
 lock at BEGIN (transaction_mode IMMEDIATE), drops the keys already stored and inserts the rest
 with executemany. Both commit before returning, and both count a key repeated inside the batch
@@ -92,7 +92,7 @@ CREATE TEMP TABLE IF NOT EXISTS {STAGE} (
 """
 
 
-def _insert_statement(*, resend: bool) -> str:
+def insert_statement(*, resend: bool) -> str:
     """The statement that stores the staged batch.
 
     A batch is first stored as all new (resend=False): its keys go in with a plain INSERT, and
@@ -159,8 +159,8 @@ SELECT kind, count(*) FROM ins GROUP BY kind
 """
 
 
-_PG_INSERT_NEW = _insert_statement(resend=False)
-_PG_INSERT_RESEND = _insert_statement(resend=True)
+_PG_INSERT_NEW = insert_statement(resend=False)
+_PG_INSERT_RESEND = insert_statement(resend=True)
 # The unique index of RecordKey, named by the error a resent key raises.
 _KEY_INDEX = f"{KEY_TABLE}_pkey"
 _SQLITE_RUN_INSERT = f"""
