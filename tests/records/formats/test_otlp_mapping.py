@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,8 @@ from tests.support.otlp_payloads import (
     span,
     span_id,
 )
+
+AGENTS_JS_CAPTURES = Path(__file__).parent / "agents_js_captures"
 
 
 def mapped(request):
@@ -525,3 +528,25 @@ def test_an_invalid_release_is_an_error_of_its_records_named_in_the_answer():
 def test_a_span_without_any_version_has_no_release():
     result, records = mapped(export(span("chat", chat())))
     assert records["model_call"].release is None
+
+
+def test_an_openai_agents_js_handoff_opens_a_sub_run_that_keeps_its_agent():
+    """OpenAI Agents JS as it exports a handoff (captured against the loopback OpenAI stub):
+    its agent spans name their agents only by graph.node.id. The handing agent's calls stay in
+    the trace's run; the agent handed to opens a sub-run under it, and its model call, two spans
+    below the agent's, keeps that agent although its siblings' agent is the other one."""
+    body = (AGENTS_JS_CAPTURES / "openai_agents_handoff.json").read_bytes()
+    request = otlp.decode_request(body, otlp.JSON)
+    result = otlp.normalise_export(request, now=datetime(2030, 1, 1, tzinfo=UTC))
+    assert result.rejected_spans == 0, result.error_message
+    calls = sorted((r for r in result.records if r.kind == "model_call"), key=lambda r: r.ts)
+    top = calls[0].run_id
+    booker = next(s for s in request.resource_spans[0].scope_spans[0].spans if s.name == "booker")
+    sub = f"{top}-{booker.span_id.hex()}"
+    assert [(c.run_id, c.agent, c.parent_run_id) for c in calls] == [
+        (top, "triage", None),
+        (top, "triage", None),
+        (sub, "booker", top),
+    ]
+    turns = [r for r in result.records if r.kind == "turn"]
+    assert {(t.run_id, t.agent) for t in turns} == {(top, "triage")}
