@@ -3,7 +3,7 @@
 This is the ingest hot path, so it skips the ORM (whose bulk_create is ~10x slower than COPY on
 PostgreSQL): PostgreSQL stages the batch with COPY, then one statement inserts the keys into
 RecordKey (each with its record's day; ON CONFLICT DO NOTHING when some key was stored before,
-see insert_statement), the records whose key was new (into their day's partition,
+see _insert_statement), the records whose key was new (into their day's partition,
 records.store.partitions) and the new runs; SQLite takes its write
 lock at BEGIN (transaction_mode IMMEDIATE), drops the keys already stored and inserts the rest
 with executemany. Both commit before returning, and both count a key repeated inside the batch
@@ -92,7 +92,7 @@ CREATE TEMP TABLE IF NOT EXISTS {STAGE} (
 """
 
 
-def insert_statement(*, resend: bool) -> str:
+def _insert_statement(*, resend: bool) -> str:
     """The statement that stores the staged batch.
 
     A batch is first stored as all new (resend=False): its keys go in with a plain INSERT, and
@@ -128,30 +128,17 @@ WITH new_keys AS (
     -- INSERT: ON CONFLICT alone would check each against the unique index, and that check waits
     -- for a pass that has updated the run and not yet committed (a batch of a busy run then
     -- took as long as the rest of the pass). A plain read of the committed row never waits.
-    -- Each of the batch's runs is looked up in the unique index: the first run at or after
-    -- it in the index's order is the run itself when it was committed. Written as a row
-    -- comparison, which no other index of the table can serve: without statistics, the
-    -- planner read an equality on (project, run) through the project's keyset index, every run
-    -- of the project for each run of the batch, and NOT EXISTS hashed them all every batch.
     INSERT INTO {RUN_TABLE}
         (project_id, run_id, parent_run_id, agent, session_id, first_ts, last_ts,
          record_count, created_at, {_RUN_SUMMARY_COLUMNS})
-    SELECT %(project)s, batch_run.run_id, batch_run.parent_run_id, batch_run.agent,
-           batch_run.session_id, batch_run.first_ts, batch_run.last_ts, 0, %(now)s,
-           '{{}}', '{{}}', false, false, false, false, false
-    FROM (
-        SELECT run_id, max(parent_run_id) AS parent_run_id, max(agent) AS agent,
-               max(session_id) AS session_id, min(ts) AS first_ts, max(ts) AS last_ts
-        FROM ins GROUP BY run_id
-    ) AS batch_run
-    LEFT JOIN LATERAL (
-        SELECT known.run_id = batch_run.run_id AND known.project_id = %(project)s AS found
-        FROM {RUN_TABLE} AS known
-        WHERE (known.project_id, known.run_id) >= (%(project)s, batch_run.run_id)
-        ORDER BY known.project_id, known.run_id LIMIT 1
-    ) AS committed ON true
-    WHERE committed.found IS NOT TRUE
-    ORDER BY batch_run.run_id COLLATE "C"
+    SELECT %(project)s, run_id, max(parent_run_id), max(agent), max(session_id), min(ts),
+           max(ts), 0, %(now)s, '{{}}', '{{}}', false, false, false, false, false
+    FROM ins
+    WHERE NOT EXISTS (
+        SELECT 1 FROM {RUN_TABLE} AS known
+        WHERE known.project_id = %(project)s AND known.run_id = ins.run_id
+    )
+    GROUP BY run_id ORDER BY run_id COLLATE "C"
     ON CONFLICT (project_id, run_id) DO NOTHING
     RETURNING 1
 )
@@ -159,8 +146,8 @@ SELECT kind, count(*) FROM ins GROUP BY kind
 """
 
 
-_PG_INSERT_NEW = insert_statement(resend=False)
-_PG_INSERT_RESEND = insert_statement(resend=True)
+_PG_INSERT_NEW = _insert_statement(resend=False)
+_PG_INSERT_RESEND = _insert_statement(resend=True)
 # The unique index of RecordKey, named by the error a resent key raises.
 _KEY_INDEX = f"{KEY_TABLE}_pkey"
 _SQLITE_RUN_INSERT = f"""

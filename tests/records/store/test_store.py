@@ -13,9 +13,8 @@ from django.db import connections, transaction
 
 from records.contract.normalise import normalise
 from records.models import PendingBatch, Project, Record, RecordKey, Run
-from records.store.writer import COLUMNS, STAGE, ProjectGone, insert_statement, store_records
+from records.store.writer import COLUMNS, STAGE, ProjectGone, store_records
 from tests.support.factories import record
-from tests.support.plans import plan_nodes
 from tests.support.services import database_url
 
 NOW = datetime(2026, 11, 20, 10, 0, tzinfo=UTC)
@@ -68,36 +67,6 @@ def test_ingest_never_waits_for_a_catch_up_pass_that_updated_the_run(
         late = normalise(record(run_id="busy"), now=NOW)
         assert store_records(alice.project.pk, [late], NOW).accepted == 1
         catch_up.rollback()
-
-
-def test_it_looks_up_a_batch_s_runs_in_the_unique_index_however_many_the_project_has(
-    alice, postgres
-):
-    with postgres.cursor() as cursor:
-        # Runs bulk-loaded and never analysed (autovacuum may be off): what the planner knows
-        # of the table is its size alone.
-        cursor.execute(
-            "INSERT INTO records_run (project_id, run_id, first_ts, last_ts, record_count, "
-            "created_at, kind_counts, models_seen, has_swap, has_fallback, has_error, "
-            "has_contract_break, has_violation) SELECT %s, 'old-' || n, %s, %s, 1, %s, '{}', "
-            "'{}', false, false, false, false, false FROM generate_series(1, 20000) AS n",
-            [alice.project.pk, NOW, NOW, NOW],
-        )
-    records = [normalise(record(run_id=f"new-{n}"), now=NOW) for n in range(50)]
-    with transaction.atomic():
-        store_records(alice.project.pk, records, NOW)  # leaves the batch in the stage
-        with postgres.cursor() as cursor:
-            plan = plan_nodes(
-                cursor, insert_statement(resend=False), {"project": alice.project.pk, "now": NOW}
-            )
-    runs = [
-        node
-        for node in plan
-        if node.get("Relation Name") == "records_run" and "Scan" in node["Node Type"]
-    ]
-    # Read by run: never the project's runs, all of them, in a keyset scan or a hash.
-    assert runs and all(node.get("Index Name") == "run_unique_per_project" for node in runs), plan
-    assert Run.objects.filter(project=alice.project, run_id__startswith="new-").count() == 50
 
 
 def stored_of(project_id: int) -> tuple[int, int]:
