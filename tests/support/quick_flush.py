@@ -3,10 +3,15 @@
 Django ends every transactional test with `flush`: one TRUNCATE of every model's table, which
 on this schema is some 600 relations (each day's partition of the records table brings its
 indexes and TOAST table), each given a new file, then `post_migrate` writing the content types
-and permissions back. Most tests leave rows in a handful of tables. This flush finds them,
-deletes the rows of the small ones and truncates the large ones, and leaves the content types
-and permissions that migrate wrote, which no test changes. What it leaves is what `flush` leaves:
-every other table empty, sequences where they were.
+and permissions back. Most tests leave rows in a handful of tables. This flush finds them and
+truncates those, but for the few tables a foreign key points at (projects, users), whose rows it
+deletes: truncating one of those would take every table that points at it along. It leaves the
+content types and permissions that migrate wrote, which no test changes. What it leaves is what
+`flush` leaves: every other table empty, sequences where they were.
+
+Deleting is kept to those few small tables because the test server runs without autovacuum:
+the dead rows of a busy table would stay for every later test to step over, and its size (which
+the planner reads without statistics) would only grow.
 """
 
 from __future__ import annotations
@@ -14,15 +19,12 @@ from __future__ import annotations
 from django.db import connections, transaction
 from django.test import TransactionTestCase
 
-# Rows beyond which a table is truncated: deleting them would leave that many dead rows for the
-# next tests to step over (autovacuum is off on the test server).
-TRUNCATE_FROM = 5_000
 KEPT = ("django_content_type", "auth_permission")
 
 
-def empty_tables(alias: str, *, truncate_from: int = TRUNCATE_FROM) -> None:
-    """Empty every model table of `alias` (partitions included) but the kept ones: delete the rows
-    of a table with fewer than `truncate_from`, truncate the others no foreign key points at."""
+def empty_tables(alias: str) -> None:
+    """Empty every model table of `alias` (partitions included) but the kept ones: truncate the
+    filled ones no foreign key points at, delete the rows of the others."""
     connection = connections[alias]
     names = [
         name
@@ -44,26 +46,25 @@ def empty_tables(alias: str, *, truncate_from: int = TRUNCATE_FROM) -> None:
             [names],
         )
         leaves = cursor.fetchall()
-        counted = " UNION ALL ".join(
-            f"SELECT {index}, (SELECT count(*) FROM (SELECT FROM {leaf} LIMIT {truncate_from}) s)"
-            for index, (leaf, _) in enumerate(leaves)
+        cursor.execute(
+            " UNION ALL ".join(
+                f"SELECT {index} WHERE EXISTS (SELECT FROM {leaf})"
+                for index, (leaf, _) in enumerate(leaves)
+            )
         )
-        cursor.execute(counted)
-        filled = [(leaves[index], rows) for index, rows in cursor.fetchall() if rows]
+        filled = [leaves[index] for (index,) in cursor.fetchall()]
         if not filled:
             return
         # Django's foreign keys are deferrable: checked at commit, when every table is empty. The
         # records' key trigger need not delete keys one by one: their table is emptied too.
         cursor.execute("SET CONSTRAINTS ALL DEFERRED")
         cursor.execute("SET LOCAL decisionboard.keep_keys = 'on'")
-        large = [
-            leaf for (leaf, referenced), rows in filled if rows >= truncate_from and not referenced
-        ]
+        truncated = [leaf for leaf, referenced in filled if not referenced]
         # TRUNCATE first: it refuses a table with trigger events pending, as deletes queue.
-        if large:
-            cursor.execute(f"TRUNCATE {', '.join(large)}")
-        for (leaf, _), _rows in filled:
-            if leaf not in large:
+        if truncated:
+            cursor.execute(f"TRUNCATE {', '.join(truncated)}")
+        for leaf, referenced in filled:
+            if referenced:
                 cursor.execute(f"DELETE FROM {leaf}")
 
 
