@@ -258,12 +258,26 @@ def tool_span_call(attributes: dict[str, Any]) -> dict[str, Any] | None:
     )
 
 
+# The metadata keys of a span's attributes, by its key set (a tuple, in order): the spans of one
+# SDK repeat the same keys in the same order. Bounded in count and size: a hostile export may
+# vary them every span, or send thousands of keys on one.
+_METADATA_KEYS: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}
+_MAX_SHAPES = 256
+_MAX_SHAPE_KEYS = 64
+
+
 def caller_metadata(a: dict[str, Any]) -> dict[str, Any]:
     """`ai.telemetry.metadata.*` as the record keeps it: `metadata` {key: value}, and `userId`
     when a key names the user; left out (its size noted) when large."""
-    metadata = {k[len(METADATA) :]: v for k, v in a.items() if k.startswith(METADATA)}
-    if not metadata:
+    shape = tuple(a)
+    keys = _METADATA_KEYS.get(shape)
+    if keys is None:
+        keys = tuple((k, k[len(METADATA) :]) for k in shape if k.startswith(METADATA))
+        if len(_METADATA_KEYS) < _MAX_SHAPES and len(shape) <= _MAX_SHAPE_KEYS:
+            _METADATA_KEYS[shape] = keys
+    if not keys:
         return {}
+    metadata = {short: a[k] for k, short in keys}
     out: dict[str, Any] = {}
     for key in USER_KEYS:
         user = text(metadata.get(key))

@@ -22,19 +22,28 @@ class IndexedKeys:
     each key falls: the spans of one export repeat the same keys (an agent offers the same tools
     on every call), so each key is taken apart once rather than once per span."""
 
-    __slots__ = ("prefixes", "_places")
+    __slots__ = ("prefixes", "_places", "_none_of_theirs")
 
     # Keys remembered at most: beyond, a key is taken apart each time (a hostile export may
     # send every key once).
     MAX_KEYS = 4096
+    # Key sets remembered at most, and the most keys in one remembered.
+    MAX_SHAPES = 256
+    MAX_SHAPE_KEYS = 64
 
     def __init__(self, prefixes: tuple[str, ...]):
         self.prefixes = prefixes
         # key → (which prefix, index, the rest of the key), or None when it is none of theirs.
         self._places: dict[str, tuple[int, int, str] | None] = {}
+        # The key sets (as tuples, in order) found to hold none of the prefixes' keys: spans of
+        # one kind repeat the same keys in the same order.
+        self._none_of_theirs: set[tuple[str, ...]] = set()
 
     def lists(self, attributes: dict[str, Any]) -> list[list[tuple[int, dict[str, Any]]]]:
         """For each prefix, what indexed(attributes, prefix) answers."""
+        shape = tuple(attributes)
+        if shape in self._none_of_theirs:
+            return [[] for _ in self.prefixes]
         found: list[dict[int, dict[str, Any]]] = [{} for _ in self.prefixes]
         places = self._places
         for key, value in attributes.items():
@@ -51,6 +60,12 @@ class IndexedKeys:
             if group is None:
                 group = found[which][index] = {}
             group[rest] = value
+        if (
+            not any(found)
+            and len(self._none_of_theirs) < self.MAX_SHAPES
+            and len(shape) <= self.MAX_SHAPE_KEYS
+        ):
+            self._none_of_theirs.add(shape)
         return [sorted(lists.items()) if lists else [] for lists in found]
 
     def _place(self, key: str) -> tuple[int, int, str] | None:

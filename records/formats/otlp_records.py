@@ -75,11 +75,16 @@ def ts(ns: int) -> datetime:
 
 
 def envelope(kind: str, record_id: str, scope: Scope, ts_ns: int, data: dict) -> dict[str, Any]:
-    raw: dict[str, Any] = {"id": record_id, "kind": kind, "run_id": scope.run_id, "ts": ts(ts_ns)}
-    for name in ("session_id", "agent", "parent_run_id", "release"):
-        value = getattr(scope, name)
-        if value is not None:
-            raw[name] = value
+    run_id, parent_run_id, agent, session_id, release = scope
+    raw: dict[str, Any] = {"id": record_id, "kind": kind, "run_id": run_id, "ts": ts(ts_ns)}
+    if session_id is not None:
+        raw["session_id"] = session_id
+    if agent is not None:
+        raw["agent"] = agent
+    if parent_run_id is not None:
+        raw["parent_run_id"] = parent_run_id
+    if release is not None:
+        raw["release"] = release
     raw["data"] = data
     return raw
 
@@ -87,5 +92,7 @@ def envelope(kind: str, record_id: str, scope: Scope, ts_ns: int, data: dict) ->
 def otel_ref(span: SpanView, **extra: Any) -> dict[str, Any]:
     """Where a record came from, kept inside `data` (unknown fields are kept as posted)."""
     ref = {"traceId": span.trace_id, "spanId": span.span_id, "span": span.name}
-    ref.update({k: v for k, v in extra.items() if v is not None})
+    for key, value in extra.items():
+        if value is not None:
+            ref[key] = value
     return ref

@@ -157,7 +157,7 @@ class AttributeReader:
                 self.dirty = True
             return number
         if which == "array_value":
-            return [self.value(item) for item in value.array_value.values]
+            return self.items(value.array_value.values)
         if which == "kvlist_value":
             return self.attributes(value.kvlist_value.values)
         if which == "bytes_value":
@@ -181,7 +181,22 @@ class AttributeReader:
                     self.dirty = True
                 out[kv.key] = text
             else:
-                out[kv.key] = self.value(value)
+                # Likewise a non-zero int_value is an integer (token counts, mostly).
+                out[kv.key] = value.int_value or self.value(value)
+        return out
+
+    def items(self, values: Iterable) -> list[Any]:
+        """An array's values (an AI SDK span's offered tools: one string each), read as
+        attributes() reads a span's."""
+        out: list[Any] = []
+        for value in values:
+            text = value.string_value
+            if text:
+                if "\x00" in text or "\\u0000" in text:
+                    self.dirty = True
+                out.append(text)
+            else:
+                out.append(self.value(value))
         return out
 
 
@@ -273,8 +288,63 @@ class Trace:
         key = (span.trace_id, span.span_id)
         scope = self._scopes.get(key)
         if scope is None:
-            scope = self._scopes[key] = self._resolve(span)
+            scope = self._folded(span)
         return scope
+
+    def _folded(self, span: SpanView) -> Scope:
+        """The scope of `span`, from its nearest ancestor whose scope is known when every span
+        between says nothing of its run and release (a model call or a tool under an agent
+        span, typically): such a span's scope is its parent's, with its own agent and session if
+        it names them. What _resolve would find, without walking the lineage again for each of
+        a run's spans. A span that opens a run or names one is resolved in full."""
+        chain: list[SpanView] = []
+        seen: set[str] = set()
+        current = span
+        base: Scope | None = None
+        while len(chain) < _MAX_DEPTH:
+            key = (current.trace_id, current.span_id)
+            known = self._scopes.get(key)
+            if known is not None:
+                base = known
+                break
+            parent = (
+                self.by_id.get((current.trace_id, current.parent_span_id))
+                if current.parent_span_id
+                else None
+            )
+            if (
+                parent is None
+                or parent.resource is not current.resource
+                or parent.span_id in seen
+                or not _inherits_scope(current)
+            ):
+                break
+            chain.append(current)
+            seen.add(current.span_id)
+            current = parent
+        if base is None:
+            base = self._scopes[(current.trace_id, current.span_id)] = self._resolve(current)
+        for node in reversed(chain):
+            a = node.attributes
+            named = _AGENT_AND_SESSION.intersection(a)
+            if named:
+                agent = session = None
+                for name in AGENT_NAMES:
+                    if name in named:
+                        agent = attrs.text(a[name])
+                        if agent is not None:
+                            break
+                for name in SESSION_NAMES:
+                    if name in named:
+                        session = attrs.text(a[name])
+                        if session is not None:
+                            break
+                agent = agent if agent is not None else base.agent
+                session = session if session is not None else base.session_id
+                if agent != base.agent or session != base.session_id:
+                    base = Scope(base.run_id, base.parent_run_id, agent, session, base.release)
+            self._scopes[(node.trace_id, node.span_id)] = base
+        return base
 
     def _resolve(self, span: SpanView) -> Scope:
         lineage = [span, *self.ancestors(span)]
@@ -355,6 +425,23 @@ class Trace:
             enclosing = openers[1][1] if len(openers) > 1 else default_run
             parent = enclosing if enclosing != run_id else None
         return run_id, parent
+
+
+# What a span may say that changes the run or release of the spans under it.
+_RUN_AND_RELEASE = frozenset({RUN_ID, PARENT_RUN_ID, *RELEASE_NAMES})
+_AGENT_AND_SESSION = frozenset({*AGENT_NAMES, *SESSION_NAMES})
+
+
+def _inherits_scope(span: SpanView) -> bool:
+    """Whether the span's run, parent run and release are its parent's (Trace._folded): it
+    opens no run (no run id, not an agent or a handoff), names no release and is no structure
+    span that stands for an agent."""
+    return (
+        _RUN_AND_RELEASE.isdisjoint(span.attributes)
+        and not is_agent(span)
+        and span.oi_kind not in openinference.STRUCTURE
+        and not is_handoff(span)
+    )
 
 
 def is_agent(span: SpanView) -> bool:

@@ -478,6 +478,35 @@ def test_thousands_of_nested_agents_listed_children_first_map_without_error():
     assert innermost.run_id == f"{TRACE}-{parent}" and innermost.parent_run_id.startswith(TRACE)
 
 
+def test_a_call_deep_under_plain_spans_takes_the_agent_and_session_of_the_nearest_that_names_them():
+    agent = span_id()
+    spans = [span("invoke_agent", {"gen_ai.operation.name": "invoke_agent",
+                                   "gen_ai.agent.name": "outer"}, span_id_hex=agent)]  # fmt: skip
+    parent = agent
+    for depth in range(3000):
+        step = span_id()
+        said = {"gen_ai.conversation.id": "s-1"} if depth == 2950 else {}
+        said |= {"gen_ai.agent.name": "inner"} if depth == 2990 else {}
+        spans.append(span("step", {"step": depth, **said}, span_id_hex=step, parent=parent))
+        parent = step
+    spans.append(span("chat", chat(), parent=parent))
+    result, records = mapped(export(*reversed(spans)))
+    assert result.rejected_spans == 2999  # the plain spans, each named (one names an agent)
+    call = records["model_call"]
+    assert (call.run_id, call.agent, call.session_id) == (TRACE, "inner", "s-1")
+
+
+def test_spans_whose_parents_point_at_each_other_map_once_each():
+    first, second = span_id(), span_id()
+    request = export(
+        span("chat", chat(), span_id_hex=first, parent=second),
+        span("step", {"gen_ai.conversation.id": "s-2"}, span_id_hex=second, parent=first),
+    )
+    result, records = mapped(request)
+    call = records["model_call"]
+    assert (call.run_id, call.session_id) == (TRACE, "s-2")
+
+
 # --- release ---------------------------------------------------------------------------------
 def test_the_resource_s_service_version_is_the_release_of_every_record():
     request = export(
