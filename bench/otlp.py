@@ -55,6 +55,12 @@ from bench.results import record_result  # noqa: E402
 from workers.processes import free_port, otlp_grpc_command, running  # noqa: E402
 
 ENVELOPE = ("id", "run_id", "agent", "session_id", "parent_run_id")
+# The client processes start afresh rather than fork: a forked child inherits this process's
+# grpcio and Django state, and such children have blocked with no CPU and no timeout of theirs
+# firing, leaving pool.map to wait for good.
+CLIENTS = multiprocessing.get_context("spawn")
+# A round's clients must answer by then: a stuck one fails the run instead of hanging it.
+ROUND_SECONDS = 600
 
 
 def post_batches(args: tuple[int, str, str, str, list[bytes]]) -> float:
@@ -77,20 +83,17 @@ def post_batches(args: tuple[int, str, str, str, list[bytes]]) -> float:
     return elapsed
 
 
-def export_batches(args: tuple[str, str, list[bytes]]) -> float:
-    """One client process: export its batches in order over one gRPC channel (opened here, after
-    the fork: grpcio's channels do not survive one); the seconds from the channel ready to the
-    last answer. An exporter keeps its channel for its life, and opening one costs a new process
-    tens of milliseconds that no batch pays, as a keep-alive connection's open is left out of
-    post_batches."""
+def export_batches(args: tuple[str, str, str, list[bytes]]) -> float:
+    """One client process: export its batches in order over one gRPC channel (opened here, in
+    the client process); the seconds from the channel ready to the last answer. An exporter
+    keeps its channel for its life, and opening one costs a new process tens of milliseconds
+    that no batch pays, as a keep-alive connection's open is left out of post_batches."""
     import grpc
 
-    from api.otlp_grpc import EXPORT_PATH
-
-    address, key, bodies = args
+    address, path, key, bodies = args
     with grpc.insecure_channel(address) as channel:
         grpc.channel_ready_future(channel).result(timeout=30)
-        export = channel.unary_unary(EXPORT_PATH)  # bytes in, bytes out: no re-serialising
+        export = channel.unary_unary(path)  # bytes in, bytes out: no re-serialising
         start = time.perf_counter()
         for body in bodies:
             answer = export(body, metadata=(("authorization", f"Bearer {key}"),), timeout=300)
@@ -101,9 +104,11 @@ def export_batches(args: tuple[str, str, list[bytes]]) -> float:
 
 def timed_exports(address: str, key: str, bodies: list[bytes], clients: int) -> float:
     """The round's seconds: its slowest client's, each timed from its channel ready."""
-    shares = [(address, key, bodies[i::clients]) for i in range(clients)]
-    with multiprocessing.get_context("fork").Pool(clients) as pool:
-        return max(pool.map(export_batches, shares))
+    from api.otlp_grpc import EXPORT_PATH
+
+    shares = [(address, EXPORT_PATH, key, bodies[i::clients]) for i in range(clients)]
+    with CLIENTS.Pool(clients) as pool:
+        return max(pool.map_async(export_batches, shares).get(ROUND_SECONDS))
 
 
 @contextmanager
@@ -321,8 +326,8 @@ def mapped_records(request) -> list[dict]:
 def timed_posts(port: int, key: str, path: str, content_type: str, bodies, clients: int) -> float:
     """The round's seconds: its slowest client's, each timed from its connection open."""
     shares = [(port, key, path, content_type, bodies[i::clients]) for i in range(clients)]
-    with multiprocessing.get_context("fork").Pool(clients) as pool:
-        return max(pool.map(post_batches, shares))
+    with CLIENTS.Pool(clients) as pool:
+        return max(pool.map_async(post_batches, shares).get(ROUND_SECONDS))
 
 
 def main() -> None:
@@ -347,13 +352,9 @@ def main() -> None:
     exit_on_signals()  # a killed run stops its gunicorn and Celery children
 
     setup_django(args.database)
-    # grpc and the receiver's module are loaded before the client processes fork, so that no
-    # round times their import. No channel is opened here: grpcio's do not survive a fork.
-    import grpc  # noqa: F401
     import orjson
     from decisionboard_client import Decisionboard
 
-    import api.otlp_grpc  # noqa: F401
     from records.demo.generator import generate_records
     from records.models import ApiKey, Project, Record
 
