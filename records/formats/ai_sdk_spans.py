@@ -23,7 +23,14 @@ from __future__ import annotations
 from typing import Any
 
 from records.formats import genai_messages
-from records.formats.attributes import count, json_value, text, tool_names
+from records.formats.attributes import (
+    MAX_KEY_SET_KEYS,
+    MAX_KEY_SETS,
+    count,
+    json_value,
+    text,
+    tool_names,
+)
 from records.formats.llm_read import LlmRead, tool_call
 
 OPERATION_ID = "ai.operationId"
@@ -258,12 +265,8 @@ def tool_span_call(attributes: dict[str, Any]) -> dict[str, Any] | None:
     )
 
 
-# The metadata keys of a span's attributes, by its key set (a tuple, in order): the spans of one
-# SDK repeat the same keys in the same order. Bounded in count and size: a hostile export may
-# vary them every span, or send thousands of keys on one.
+# The metadata keys of a span's attributes, by its key set (bounded as attributes.MAX_KEY_SETS).
 _METADATA_KEYS: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}
-_MAX_SHAPES = 256
-_MAX_SHAPE_KEYS = 64
 
 
 def caller_metadata(a: dict[str, Any]) -> dict[str, Any]:
@@ -273,7 +276,7 @@ def caller_metadata(a: dict[str, Any]) -> dict[str, Any]:
     keys = _METADATA_KEYS.get(shape)
     if keys is None:
         keys = tuple((k, k[len(METADATA) :]) for k in shape if k.startswith(METADATA))
-        if len(_METADATA_KEYS) < _MAX_SHAPES and len(shape) <= _MAX_SHAPE_KEYS:
+        if len(_METADATA_KEYS) < MAX_KEY_SETS and len(shape) <= MAX_KEY_SET_KEYS:
             _METADATA_KEYS[shape] = keys
     if not keys:
         return {}

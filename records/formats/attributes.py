@@ -10,6 +10,11 @@ import orjson
 
 # An index beyond this is not a list position but a hostile key: ignored.
 MAX_INDEX = 100_000
+# What is remembered of spans' key sets (the keys of a span's attributes, as a tuple in order:
+# the spans of one SDK repeat the same keys in the same order), at most: this many sets, of at
+# most this many keys each. A hostile export may vary them every span, or send thousands.
+MAX_KEY_SETS = 256
+MAX_KEY_SET_KEYS = 64
 
 
 def indexed(attributes: dict[str, Any], prefix: str) -> list[tuple[int, dict[str, Any]]]:
@@ -27,16 +32,12 @@ class IndexedKeys:
     # Keys remembered at most: beyond, a key is taken apart each time (a hostile export may
     # send every key once).
     MAX_KEYS = 4096
-    # Key sets remembered at most, and the most keys in one remembered.
-    MAX_SHAPES = 256
-    MAX_SHAPE_KEYS = 64
 
     def __init__(self, prefixes: tuple[str, ...]):
         self.prefixes = prefixes
         # key → (which prefix, index, the rest of the key), or None when it is none of theirs.
         self._places: dict[str, tuple[int, int, str] | None] = {}
-        # The key sets (as tuples, in order) found to hold none of the prefixes' keys: spans of
-        # one kind repeat the same keys in the same order.
+        # The key sets found to hold none of the prefixes' keys (MAX_KEY_SETS).
         self._none_of_theirs: set[tuple[str, ...]] = set()
 
     def lists(self, attributes: dict[str, Any]) -> list[list[tuple[int, dict[str, Any]]]]:
@@ -62,8 +63,8 @@ class IndexedKeys:
             group[rest] = value
         if (
             not any(found)
-            and len(self._none_of_theirs) < self.MAX_SHAPES
-            and len(shape) <= self.MAX_SHAPE_KEYS
+            and len(self._none_of_theirs) < MAX_KEY_SETS
+            and len(shape) <= MAX_KEY_SET_KEYS
         ):
             self._none_of_theirs.add(shape)
         return [sorted(lists.items()) if lists else [] for lists in found]

@@ -13,7 +13,7 @@ import orjson
 
 from records.contract import schema
 from records.contract.kinds import KIND_NAMES, KINDS
-from records.formats.otlp_records import Mapped, Mapping, ts
+from records.formats.otlp_records import Mapped, Mapping, put_scope, ts
 from records.formats.otlp_spans import PREFIX, AttributeReader, EventView, SpanView, Trace
 
 _PREFIX_LENGTH = len(PREFIX)
@@ -54,16 +54,7 @@ def record_event(span: SpanView, event: EventView, trace: Trace, mapping: Mappin
     # The event's own envelope attributes win over the span's scope: when they name all of
     # it, the span's lineage is not walked for this record.
     if not _SCOPE_NAMES <= envelope.keys():
-        run_id, parent_run_id, agent, session_id, release = trace.scope(span)
-        raw["run_id"] = run_id
-        if release is not None:
-            raw["release"] = release
-        if session_id is not None:
-            raw["session_id"] = session_id
-        if agent is not None:
-            raw["agent"] = agent
-        if parent_run_id is not None:
-            raw["parent_run_id"] = parent_run_id
+        put_scope(raw, trace.scope(span))
     raw.update(envelope)
     raw["data"] = data
     mapping.records.append(Mapped(span, raw, "", event))

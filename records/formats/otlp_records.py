@@ -75,8 +75,16 @@ def ts(ns: int) -> datetime:
 
 
 def envelope(kind: str, record_id: str, scope: Scope, ts_ns: int, data: dict) -> dict[str, Any]:
+    raw: dict[str, Any] = {"id": record_id, "kind": kind, "ts": ts(ts_ns)}
+    put_scope(raw, scope)
+    raw["data"] = data
+    return raw
+
+
+def put_scope(raw: dict[str, Any], scope: Scope) -> None:
+    """The scope's run and what else it names into a raw record's envelope."""
     run_id, parent_run_id, agent, session_id, release = scope
-    raw: dict[str, Any] = {"id": record_id, "kind": kind, "run_id": run_id, "ts": ts(ts_ns)}
+    raw["run_id"] = run_id
     if session_id is not None:
         raw["session_id"] = session_id
     if agent is not None:
@@ -85,8 +93,6 @@ def envelope(kind: str, record_id: str, scope: Scope, ts_ns: int, data: dict) ->
         raw["parent_run_id"] = parent_run_id
     if release is not None:
         raw["release"] = release
-    raw["data"] = data
-    return raw
 
 
 def otel_ref(span: SpanView, **extra: Any) -> dict[str, Any]:
