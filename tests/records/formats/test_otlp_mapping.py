@@ -496,13 +496,14 @@ def test_a_call_deep_under_plain_spans_takes_the_agent_and_session_of_the_neares
     assert (call.run_id, call.agent, call.session_id) == (TRACE, "inner", "s-1")
 
 
-def test_spans_whose_parents_point_at_each_other_map_once_each():
+def test_a_call_whose_parent_points_back_at_it_takes_that_parent_s_session_once():
     first, second = span_id(), span_id()
     request = export(
         span("chat", chat(), span_id_hex=first, parent=second),
         span("step", {"gen_ai.conversation.id": "s-2"}, span_id_hex=second, parent=first),
     )
     result, records = mapped(request)
+    assert [r.kind for r in result.records].count("model_call") == 1
     call = records["model_call"]
     assert (call.run_id, call.session_id) == (TRACE, "s-2")
 
