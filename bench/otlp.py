@@ -56,8 +56,8 @@ from workers.processes import free_port, otlp_grpc_command, running  # noqa: E40
 
 ENVELOPE = ("id", "run_id", "agent", "session_id", "parent_run_id")
 # The client processes start afresh rather than fork: a forked child inherits this process's
-# grpcio and Django state, and such children have blocked with no CPU and no timeout of theirs
-# firing, leaving pool.map to wait for good.
+# grpcio and Django state, which a fork does not carry over safely; a child blocked for good
+# would leave pool.map waiting forever.
 CLIENTS = multiprocessing.get_context("spawn")
 # A round's clients must answer by then: a stuck one fails the run instead of hanging it.
 ROUND_SECONDS = 600
