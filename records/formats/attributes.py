@@ -99,7 +99,9 @@ def text(value: Any) -> str | None:
 
 def count(value: Any) -> int | None:
     """A token count: integers, and whole doubles (some SDKs send numbers as doubles)."""
-    if isinstance(value, bool):
+    if type(value) is int:  # the common case first; a bool is an int, but not of this type
+        return value
+    if value is None or isinstance(value, bool):
         return None
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
         return int(value)
@@ -126,9 +128,35 @@ MAX_NAMED_DEFINITIONS = 1024
 MAX_NAMED_DEFINITION_CHARS = 8192
 
 
+# Whole lists of definitions whose every definition is named, by their texts: the same list
+# comes with every call. Bounded likewise, in lists and in the characters of a list kept.
+NAMES_BY_LIST: dict[tuple[str, ...], list[str]] = {}
+MAX_NAMED_LISTS = 256
+MAX_NAMED_LIST_CHARS = 65_536
+
+
 def tool_names(definitions: list, label: str, problems: list[str]) -> list[str]:
     """The names of a list of tool definitions (tool_name), each one without a name a problem
     said as `label[i] names no tool`."""
+    key = tuple(definitions)
+    try:
+        return list(NAMES_BY_LIST[key])
+    except KeyError:
+        pass
+    except TypeError:  # a definition that is an object (an OTLP kvlist), not JSON text
+        key = None
+    names = _names(definitions, label, problems)
+    if (
+        key is not None
+        and len(names) == len(key)
+        and len(NAMES_BY_LIST) < MAX_NAMED_LISTS
+        and sum(map(len, key)) <= MAX_NAMED_LIST_CHARS
+    ):
+        NAMES_BY_LIST[key] = list(names)
+    return names
+
+
+def _names(definitions: list, label: str, problems: list[str]) -> list[str]:
     names = []
     known = NAMES_BY_TEXT
     for i, definition in enumerate(definitions):

@@ -29,3 +29,26 @@ def test_definitions_kept_by_their_text_stay_bounded(monkeypatch):
     ]
     assert len(attributes.NAMES_BY_TEXT) == 50
     assert huge not in attributes.NAMES_BY_TEXT
+
+
+def test_a_list_read_again_is_a_fresh_list_with_the_same_names():
+    offered = [json.dumps({"name": "a"}), json.dumps({"function": {"name": "b"}}), {"name": "c"}]
+    first = attributes.tool_names(offered, "tools", [])
+    first.append("changed by the caller")
+    assert attributes.tool_names(offered, "tools", []) == ["a", "b", "c"]
+    texts = offered[:2]
+    first = attributes.tool_names(texts, "tools", [])
+    first.append("changed by the caller")
+    assert attributes.tool_names(texts, "tools", []) == ["a", "b"]
+
+
+def test_lists_kept_by_their_texts_stay_bounded(monkeypatch):
+    monkeypatch.setattr(attributes, "NAMES_BY_LIST", {})
+    monkeypatch.setattr(attributes, "MAX_NAMED_LISTS", 20)
+    long = [json.dumps({"name": f"t{i}", "description": "x" * 4000}) for i in range(20)]
+    assert attributes.tool_names(long, "tools", []) == [f"t{i}" for i in range(20)]
+    assert attributes.NAMES_BY_LIST == {}
+    for i in range(100):
+        texts = [json.dumps({"name": f"tool_{i}"}), json.dumps({"name": "common"})]
+        assert attributes.tool_names(texts, "tools", []) == [f"tool_{i}", "common"]
+    assert len(attributes.NAMES_BY_LIST) == 20
