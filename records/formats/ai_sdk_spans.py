@@ -20,6 +20,8 @@ Pure functions; records.formats.otlp_mapping calls them.
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from typing import Any
 
 from records.formats import genai_messages
@@ -115,6 +117,7 @@ def is_structure(operation: str | None, gen_ai_operation: str | None) -> bool:
     return operation is not None and not is_model_call(operation) and not is_tool(operation)
 
 
+@functools.lru_cache(maxsize=256)  # a few names, on every call
 def provider_name(provider: str | None) -> str | None:
     if provider is None:
         return None
@@ -156,9 +159,14 @@ def read_llm(
     """A `doGenerate` / `doStream` span's model call, tools and failure. `events` as (name,
     attributes) of its span events."""
     a = attributes
-    out = genai_messages.read_llm(a, events, status_message)
-    out.convention = "ai_sdk"
-    out.missing = []
+    out = LlmRead("ai_sdk")
+    # What the AI SDK spans spell as the GenAI conventions do (AI SDK 5 on adds gen_ai.*
+    # attributes), then the ai.* attributes for what those leave unsaid.
+    keys = _key_set(a)
+    genai_messages.read_usage(a, out)
+    if events or keys.genai_tools:
+        genai_messages.read_tools(a, events, out)
+    genai_messages.read_failure(a, events, status_message, out)
     out.provider = provider_name(text(a.get(MODEL_PROVIDER)) or out.provider)
     out.request_model = out.request_model or text(a.get(MODEL_ID))
     out.response_model = out.response_model or text(a.get(RESPONSE_MODEL))
@@ -183,7 +191,7 @@ def read_llm(
         messages = json_value(a[PROMPT_MESSAGES])
         out.messages_count = len(messages) if isinstance(messages, list) else None
     out.tool_choice = tool_choice(a.get(PROMPT_TOOL_CHOICE))
-    out.extra.update(caller_metadata(a))
+    out.extra.update(caller_metadata(a, keys.metadata))
     if out.provider is None:
         out.missing.append(MODEL_PROVIDER)
     if out.request_model is None and out.response_model is None:
@@ -265,19 +273,38 @@ def tool_span_call(attributes: dict[str, Any]) -> dict[str, Any] | None:
     )
 
 
-# The metadata keys of a span's attributes, by its key set (bounded as attributes.MAX_KEY_SETS).
-_METADATA_KEYS: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}
+@dataclass(frozen=True, slots=True)
+class KeySet:
+    """What a model-call span's attribute keys hold, read once for each key set: the spans of
+    one SDK repeat the same keys in the same order."""
+
+    # The ai.telemetry.metadata.* keys, each with its name in the caller's metadata.
+    metadata: tuple[tuple[str, str], ...]
+    # Keys of the GenAI forms of tools and messages (genai_messages.read_tools).
+    genai_tools: bool
 
 
-def caller_metadata(a: dict[str, Any]) -> dict[str, Any]:
-    """`ai.telemetry.metadata.*` as the record keeps it: `metadata` {key: value}, and `userId`
-    when a key names the user; left out (its size noted) when large."""
+# Key sets read, by the keys in order (bounded as attributes.MAX_KEY_SETS).
+_KEY_SETS: dict[tuple[str, ...], KeySet] = {}
+
+
+def _key_set(a: dict[str, Any]) -> KeySet:
     shape = tuple(a)
-    keys = _METADATA_KEYS.get(shape)
-    if keys is None:
-        keys = tuple((k, k[len(METADATA) :]) for k in shape if k.startswith(METADATA))
-        if len(_METADATA_KEYS) < MAX_KEY_SETS and len(shape) <= MAX_KEY_SET_KEYS:
-            _METADATA_KEYS[shape] = keys
+    found = _KEY_SETS.get(shape)
+    if found is None:
+        found = KeySet(
+            metadata=tuple((k, k[len(METADATA) :]) for k in shape if k.startswith(METADATA)),
+            genai_tools=genai_messages.reads_tools(shape),
+        )
+        if len(_KEY_SETS) < MAX_KEY_SETS and len(shape) <= MAX_KEY_SET_KEYS:
+            _KEY_SETS[shape] = found
+    return found
+
+
+def caller_metadata(a: dict[str, Any], keys: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """`ai.telemetry.metadata.*` (`keys`: each with its short name) as the record keeps it:
+    `metadata` {key: value}, and `userId` when a key names the user; left out (its size noted)
+    when large."""
     if not keys:
         return {}
     metadata = {short: a[k] for k, short in keys}

@@ -10,6 +10,7 @@ else `gen_ai.completion.N.tool_calls.M.*`, else the tool calls of `gen_ai.choice
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from records.formats.attributes import (
@@ -50,6 +51,8 @@ FUNCTIONS = "llm.request.functions."
 # OpenLLMetry's indexed lists, read in one pass over a span's attributes; the keys' places are
 # remembered across spans (an agent sends the same keys on every call).
 _OPENLLMETRY_LISTS = IndexedKeys((FUNCTIONS, COMPLETIONS, PROMPTS))
+# What read_tools reads besides the OpenLLMetry lists.
+_TOOLS_AND_MESSAGES = frozenset({TOOL_DEFINITIONS, OUTPUT_MESSAGES, INPUT_MESSAGES})
 # Span events of the older message form.
 CHOICE_EVENT = "gen_ai.choice"
 MESSAGE_EVENTS = frozenset(
@@ -62,8 +65,8 @@ INFERENCE = frozenset({"chat", "text_completion", "generate_content"})
 OPENLLMETRY_INFERENCE = frozenset({"chat", "completion"})
 
 
-def _first(a: dict[str, Any], names: tuple[str, ...] | str) -> Any:
-    for name in (names,) if isinstance(names, str) else names:
+def _first(a: dict[str, Any], names: tuple[str, ...]) -> Any:
+    for name in names:
         if name in a:
             return a[name]
     return None
@@ -82,6 +85,18 @@ def read_llm(
     of its span events."""
     a = attributes
     out = LlmRead("gen_ai" if OPERATION in a else "openllmetry")
+    read_usage(a, out)
+    read_tools(a, events, out)
+    read_failure(a, events, status_message, out)
+    if out.provider is None:
+        out.missing.append("gen_ai.provider.name")
+    if out.request_model is None and out.response_model is None:
+        out.missing.append(REQUEST_MODEL)
+    return out
+
+
+def read_usage(a: dict[str, Any], out: LlmRead) -> None:
+    """Provider, models, token counts and finish reasons."""
     out.provider = text(_first(a, PROVIDER))
     out.request_model = text(a.get(REQUEST_MODEL))
     out.response_model = text(a.get(RESPONSE_MODEL))
@@ -95,6 +110,11 @@ def read_llm(
         out.finish_reasons = [reasons]
     elif isinstance(reasons, list):
         out.finish_reasons = [r for r in reasons if isinstance(r, str)]
+
+
+def read_tools(a: dict[str, Any], events: list[tuple[str, dict[str, Any]]], out: LlmRead) -> None:
+    """Offered and called tools and the messages count, in any of the forms the module names;
+    a finish reason the messages name when the span named none."""
     if TOOL_DEFINITIONS in a and OUTPUT_MESSAGES in a and INPUT_MESSAGES in a:
         functions = completions = prompts = []
     else:
@@ -104,6 +124,20 @@ def read_llm(
     if not out.finish_reasons and finish:
         out.finish_reasons = [finish]
     out.messages_count = _messages_count(a, prompts, events)
+
+
+def reads_tools(keys: Iterable[str]) -> bool:
+    """Whether read_tools could find anything in attributes with these keys, span events
+    aside."""
+    prefixes = _OPENLLMETRY_LISTS.prefixes
+    return any(key in _TOOLS_AND_MESSAGES or key.startswith(prefixes) for key in keys)
+
+
+def read_failure(
+    a: dict[str, Any], events: list[tuple[str, dict[str, Any]]], status_message: str, out: LlmRead
+) -> None:
+    """The error type, message and HTTP status, from the attributes, the exception event and
+    the span's status message."""
     out.error_type = text(a.get(ERROR_TYPE))
     exception = next((attrs for name, attrs in events if name == "exception"), {})
     if out.error_type is None:
@@ -113,11 +147,6 @@ def read_llm(
     if status is None or not 100 <= status <= 599:
         status = status_in_message(out.error_message)
     out.status = status
-    if out.provider is None:
-        out.missing.append("gen_ai.provider.name")
-    if out.request_model is None and out.response_model is None:
-        out.missing.append(REQUEST_MODEL)
-    return out
 
 
 def _offered(a: dict[str, Any], functions: list, problems: list[str]) -> list[str] | None:

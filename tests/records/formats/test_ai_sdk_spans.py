@@ -352,3 +352,29 @@ def test_ai_sdk_7_runtime_context_names_the_release():
         spans, "ai.settings.context.release", "2026.12.1", ("invoke_agent", "step")
     )
     assert {r.release for r in records_of(released)} == {"2026.12.1"}
+
+
+def test_ai_sdk_spans_that_also_carry_genai_tools_and_messages_are_read_for_them():
+    """The GenAI forms of tools and messages are read on an AI SDK model call only when its
+    keys or events hold them: the same key set with and without them, read twice each."""
+    definitions = json.dumps([{"type": "function", "function": {"name": "lookup"}}])
+    output = json.dumps([{"role": "assistant", "parts": [
+        {"type": "tool_call", "name": "lookup", "id": "c9", "arguments": {"q": 2}}]}])  # fmt: skip
+    genai = do_generate(**{"gen_ai.tool.definitions": definitions,
+                           "gen_ai.output.messages": output})  # fmt: skip
+    choice = {"finish_reason": "tool_calls",
+              "tool_calls": json.dumps([{"id": "c8", "function": {"name": "lookup"}}])}  # fmt: skip
+    for _ in range(2):
+        request = export(
+            span("ai.generateText.doGenerate", genai, start_ms=0, duration_ms=100),
+            span("ai.generateText.doGenerate", do_generate(), start_ms=200, duration_ms=100,
+                 events=[("gen_ai.choice", choice)]),
+            span("ai.generateText.doGenerate", do_generate(), start_ms=400, duration_ms=100),
+        )  # fmt: skip
+        result = normalise_export(request, now=NOW)
+        assert result.rejected_spans == 0, result.error_message
+        turns = {t.iteration: data(t) for t in by_kind(result.records, "turn")}
+        assert turns[0]["offered"] == ["lookup"]
+        assert turns[0]["toolCalls"] == [{"name": "lookup", "arguments": {"q": 2}, "id": "c9"}]
+        assert turns[1]["toolCalls"] == [{"name": "lookup", "id": "c8"}]
+        assert 2 not in turns  # offered nothing, called nothing: no tool decision
