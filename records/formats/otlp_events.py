@@ -13,8 +13,15 @@ import orjson
 
 from records.contract import schema
 from records.contract.kinds import KIND_NAMES, KINDS
-from records.formats.otlp_records import Mapped, Mapping, put_scope, ts
-from records.formats.otlp_spans import PREFIX, AttributeReader, EventView, SpanView, Trace
+from records.formats.otlp_records import Mapped, Mapping, put_scope
+from records.formats.otlp_spans import (
+    PREFIX,
+    AttributeReader,
+    EventView,
+    SpanView,
+    Trace,
+    timestamp,
+)
 
 _PREFIX_LENGTH = len(PREFIX)
 ENVELOPE_NAMES = frozenset({"id", "run_id", "parent_run_id", "agent", "session_id", "release"})
@@ -49,7 +56,7 @@ def record_event(span: SpanView, event: EventView, trace: Trace, mapping: Mappin
     raw: dict[str, Any] = {
         "id": f"otel:{span.trace_id}:{span.span_id}:{event.index}",
         "kind": kind,
-        "ts": ts(event.time_ns or span.end_ns),
+        "ts": timestamp(event.time_ns) if event.time_ns else span.ended,
     }
     # The event's own envelope attributes win over the span's scope: when they name all of
     # it, the span's lineage is not walked for this record.

@@ -49,6 +49,7 @@ from records.formats.otlp_spans import (
     Trace,
     is_agent,
     spans_of,
+    timestamp,
 )
 
 # Tool executions whose call a model call exported apart lists
@@ -215,9 +216,7 @@ def _model_call(span: SpanView, read: LlmRead, iteration: int, scope: Scope, map
         **_missing(read),
     )
     record_id = f"otel:{span.trace_id}:{span.span_id}"
-    mapping.records.append(
-        Mapped(span, envelope("model_call", record_id, scope, span.end_ns, data))
-    )
+    mapping.records.append(Mapped(span, envelope("model_call", record_id, scope, span.ended, data)))
 
 
 def _provider_error(span: SpanView, read: LlmRead, verdict, iteration: int, scope: Scope, mapping):
@@ -241,7 +240,7 @@ def _provider_error(span: SpanView, read: LlmRead, verdict, iteration: int, scop
         iteration=iteration, **_missing(read),
     )  # fmt: skip
     record_id = f"otel:{span.trace_id}:{span.span_id}"
-    raw = envelope("provider.error", record_id, scope, span.end_ns, data)
+    raw = envelope("provider.error", record_id, scope, span.ended, data)
     mapping.records.append(Mapped(span, raw))
 
 
@@ -271,7 +270,7 @@ def _selection(span: SpanView, read: LlmRead, iteration: int, scope: Scope, mapp
     if read.tool_choice is not None:
         data["request_patch"] = {"tool_choice": read.tool_choice}
     record_id = f"otel:{span.trace_id}:{span.span_id}:selection"
-    raw = envelope("model_selection", record_id, scope, span.end_ns, data)
+    raw = envelope("model_selection", record_id, scope, span.ended, data)
     mapping.records.append(Mapped(span, raw, note="(model_selection)"))
 
 
@@ -285,13 +284,13 @@ def _tool_decision(span, read: LlmRead, call, iteration: int, scope: Scope, mapp
     if decision.offered is not None:
         data["offered"] = decision.offered
         # The offered names map to themselves: a called name outside them is invented.
-        data["toolNameMap"] = {name: name for name in decision.offered}
+        data["toolNameMap"] = dict(zip(decision.offered, decision.offered, strict=True))
     if read.finish_reasons:
         data["finishReason"] = read.finish_reasons[0]
     data["durationMs"] = span.duration_ms
     data["otel"] = otel_ref(span, convention=read.convention)
     record_id = f"otel:{span.trace_id}:{span.span_id}:turn"
-    raw = envelope("turn", record_id, scope, span.end_ns, data)
+    raw = envelope("turn", record_id, scope, span.ended, data)
     mapped = Mapped(span, raw, note="(turn)")
     mapping.records.append(mapped)
     mapping.decision_turns[(span.trace_id, span.span_id)] = mapped
@@ -319,7 +318,8 @@ def _fallback(fallback, by_key: dict, trace: Trace, iterations: dict, mapping: M
     )  # fmt: skip
     span = failed.span
     record_id = f"otel:{span.trace_id}:{span.span_id}:fallback"
-    raw = envelope("reliability", record_id, trace.scope(span), following.span.start_ns, data)
+    at = timestamp(following.span.start_ns)
+    raw = envelope("reliability", record_id, trace.scope(span), at, data)
     mapping.records.append(Mapped(span, raw, note="(fallback)"))
 
 
@@ -393,7 +393,7 @@ def tool_turns(tools: list[SpanView], trace: Trace, mapping: Mapping) -> None:
         ts_ns = max(tool.end_ns for tool, _, _ in executions)
         record_id = f"otel:{anchor[0]}:{anchor[1]}:turn"
         scope = trace.scope(response or first)
-        raw = envelope("turn", record_id, scope, ts_ns, data)
+        raw = envelope("turn", record_id, scope, timestamp(ts_ns), data)
         mapping.records.append(Mapped(first, raw, note="(turn)"))
 
 

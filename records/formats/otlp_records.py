@@ -5,7 +5,7 @@ with why. Plain data; records.formats.otlp_mapping fills it, records.formats.otl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from records.formats import trace_decisions
@@ -68,14 +68,8 @@ class Mapping:
         self.problems.setdefault(key, []).append(f"{span.label}: {message}")
 
 
-def ts(ns: int) -> datetime:
-    """A record's `ts`: normalise takes a datetime as it takes RFC 3339 text (and judges it
-    the same), without a round trip through text."""
-    return datetime.fromtimestamp(ns / 1e9, UTC)
-
-
-def envelope(kind: str, record_id: str, scope: Scope, ts_ns: int, data: dict) -> dict[str, Any]:
-    raw: dict[str, Any] = {"id": record_id, "kind": kind, "ts": ts(ts_ns)}
+def envelope(kind: str, record_id: str, scope: Scope, at: datetime, data: dict) -> dict[str, Any]:
+    raw: dict[str, Any] = {"id": record_id, "kind": kind, "ts": at}
     put_scope(raw, scope)
     raw["data"] = data
     return raw

@@ -12,6 +12,7 @@ import base64
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -103,6 +104,8 @@ class SpanView:
     oi_kind: str | None = None
     # The Vercel AI SDK's operation (`ai.generateText.doGenerate`, ...) when it is one.
     ai_operation: str | None = None
+    # `ended`, once asked for: a span's records share it.
+    _ended: datetime | None = None
 
     def __post_init__(self) -> None:
         value = self.attributes.get(OPERATION)
@@ -127,8 +130,21 @@ class SpanView:
         return bool(self.trace_id.strip("0") and self.span_id.strip("0"))
 
     @property
+    def ended(self) -> datetime:
+        """When the span ended, the `ts` of the records that stand for it."""
+        if self._ended is None:
+            self._ended = timestamp(self.end_ns)
+        return self._ended
+
+    @property
     def duration_ms(self) -> float:
         return max(self.end_ns - self.start_ns, 0) / 1e6
+
+
+def timestamp(ns: int) -> datetime:
+    """A record's `ts` from nanoseconds since the epoch: normalise takes a datetime as it takes
+    RFC 3339 text (and judges it the same), without a round trip through text."""
+    return datetime.fromtimestamp(ns / 1e9, UTC)
 
 
 class AttributeReader:
@@ -217,10 +233,15 @@ def spans_of(
                 message = status.message
                 if "\x00" in name or "\x00" in message:  # both reach `data`
                     reader.dirty = True
-                events = [
-                    EventView(i, e.name, e.time_unix_nano, e.attributes, reader)
-                    for i, e in enumerate(span.events)
-                ]
+                events = span.events
+                events = (
+                    [
+                        EventView(i, e.name, e.time_unix_nano, e.attributes, reader)
+                        for i, e in enumerate(events)
+                    ]
+                    if events
+                    else []
+                )
                 spans.append(
                     SpanView(
                         span.trace_id.hex(),
@@ -297,6 +318,14 @@ class Trace:
         span, typically): such a span's scope is its parent's, with its own agent and session if
         it names them. What _resolve would find, without walking the lineage again for each of
         a run's spans. A span that opens a run or names one is resolved in full."""
+        parent = self.by_id.get((span.trace_id, span.parent_span_id))
+        if parent is not None and parent.resource is span.resource:
+            # Most often the parent's scope is known already (a run's calls under its agent
+            # span): one step, without the walk below.
+            known = self._scopes.get((parent.trace_id, parent.span_id))
+            if known is not None and _inherits_scope(span):
+                scope = self._scopes[(span.trace_id, span.span_id)] = _narrowed(span, known)
+                return scope
         chain: list[SpanView] = []
         seen: set[str] = set()
         current = span
@@ -325,25 +354,7 @@ class Trace:
         if base is None:
             base = self._scopes[(current.trace_id, current.span_id)] = self._resolve(current)
         for node in reversed(chain):
-            a = node.attributes
-            named = _AGENT_AND_SESSION.intersection(a)
-            if named:
-                agent = session = None
-                for name in AGENT_NAMES:
-                    if name in named:
-                        agent = attrs.text(a[name])
-                        if agent is not None:
-                            break
-                for name in SESSION_NAMES:
-                    if name in named:
-                        session = attrs.text(a[name])
-                        if session is not None:
-                            break
-                agent = agent if agent is not None else base.agent
-                session = session if session is not None else base.session_id
-                if agent != base.agent or session != base.session_id:
-                    base = Scope(base.run_id, base.parent_run_id, agent, session, base.release)
-            self._scopes[(node.trace_id, node.span_id)] = base
+            base = self._scopes[(node.trace_id, node.span_id)] = _narrowed(node, base)
         return base
 
     def _resolve(self, span: SpanView) -> Scope:
@@ -430,6 +441,31 @@ class Trace:
 # What a span may say that changes the run or release of the spans under it.
 _RUN_AND_RELEASE = frozenset({RUN_ID, PARENT_RUN_ID, *RELEASE_NAMES})
 _AGENT_AND_SESSION = frozenset({*AGENT_NAMES, *SESSION_NAMES})
+
+
+def _narrowed(span: SpanView, base: Scope) -> Scope:
+    """The scope of a span that inherits `base` (_inherits_scope): `base`, with the span's own
+    agent and session when it names them."""
+    a = span.attributes
+    named = _AGENT_AND_SESSION.intersection(a)
+    if not named:
+        return base
+    agent = session = None
+    for name in AGENT_NAMES:
+        if name in named:
+            agent = attrs.text(a[name])
+            if agent is not None:
+                break
+    for name in SESSION_NAMES:
+        if name in named:
+            session = attrs.text(a[name])
+            if session is not None:
+                break
+    agent = agent if agent is not None else base.agent
+    session = session if session is not None else base.session_id
+    if agent == base.agent and session == base.session_id:
+        return base
+    return Scope(base.run_id, base.parent_run_id, agent, session, base.release)
 
 
 def _inherits_scope(span: SpanView) -> bool:
