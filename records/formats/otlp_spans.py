@@ -106,6 +106,7 @@ class SpanView:
     ai_operation: str | None = None
     # `ended`, once asked for: a span's records share it.
     _ended: datetime | None = None
+    _scope_keys: ScopeKeys | None = None
 
     def __post_init__(self) -> None:
         value = self.attributes.get(OPERATION)
@@ -128,6 +129,13 @@ class SpanView:
         """Whether the span has the trace and span ids OTLP requires (not empty, not zeros):
         records are keyed by them, so without them a span cannot be mapped."""
         return bool(self.trace_id.strip("0") and self.span_id.strip("0"))
+
+    @property
+    def scope_keys(self) -> ScopeKeys:
+        """Which attributes of its scope the span names (scope_keys_of)."""
+        if self._scope_keys is None:
+            self._scope_keys = scope_keys_of(self.attributes)
+        return self._scope_keys
 
     @property
     def ended(self) -> datetime:
@@ -202,18 +210,16 @@ class AttributeReader:
         return out
 
     def items(self, values: Iterable) -> list[Any]:
-        """An array's values (an AI SDK span's offered tools: one string each), read as
-        attributes() reads a span's."""
-        out: list[Any] = []
-        for value in values:
-            text = value.string_value
-            if text:
-                if "\x00" in text or "\\u0000" in text:
-                    self.dirty = True
-                out.append(text)
-            else:
-                out.append(self.value(value))
-        return out
+        """An array's values (an AI SDK span's offered tools: one string each). Read as strings
+        first, in one pass, and checked for NULs together (a `\\u0000` across two of them only
+        costs a scrub); what is not a non-empty string is then read by value()."""
+        texts = [value.string_value for value in values]
+        joined = "".join(texts)
+        if "\x00" in joined or "\\u0000" in joined:
+            self.dirty = True
+        if all(texts):
+            return texts
+        return [text or self.value(value) for text, value in zip(texts, values, strict=True)]
 
 
 def spans_of(
@@ -288,9 +294,18 @@ class Trace:
         self._resource_scopes: dict[int, tuple[str | None, ...]]
         self._resource_scopes = {}
         self._structure_agents: dict[tuple[str, str], str | None] = {}
+        self._ancestors: dict[tuple[str, str], list[SpanView]] = {}
 
     def ancestors(self, span: SpanView) -> list[SpanView]:
-        """The span's parent, grandparent, ... as far as this export holds them."""
+        """The span's parent, grandparent, ... as far as this export holds them (a list kept
+        for the span's other readers: not to be changed)."""
+        key = (span.trace_id, span.span_id)
+        chain = self._ancestors.get(key)
+        if chain is None:
+            chain = self._ancestors[key] = self._lineage_above(span)
+        return chain
+
+    def _lineage_above(self, span: SpanView) -> list[SpanView]:
         chain: list[SpanView] = []
         seen = {span.span_id}
         current = span
@@ -440,27 +455,51 @@ class Trace:
 
 # What a span may say that changes the run or release of the spans under it.
 _RUN_AND_RELEASE = frozenset({RUN_ID, PARENT_RUN_ID, *RELEASE_NAMES})
-_AGENT_AND_SESSION = frozenset({*AGENT_NAMES, *SESSION_NAMES})
+
+
+class ScopeKeys(NamedTuple):
+    """Which attributes of a scope a key set holds, each kind in the order looked for."""
+
+    agents: tuple[str, ...]  # of AGENT_NAMES
+    sessions: tuple[str, ...]  # of SESSION_NAMES
+    run_or_release: bool  # any of _RUN_AND_RELEASE
+
+
+# Key sets read, by the keys in order (bounded as attributes.MAX_KEY_SETS): the spans of one SDK
+# repeat the same keys.
+_SCOPE_KEYS: dict[tuple[str, ...], ScopeKeys] = {}
+
+
+def scope_keys_of(attributes: dict[str, Any]) -> ScopeKeys:
+    shape = tuple(attributes)
+    found = _SCOPE_KEYS.get(shape)
+    if found is None:
+        found = ScopeKeys(
+            agents=tuple(name for name in AGENT_NAMES if name in attributes),
+            sessions=tuple(name for name in SESSION_NAMES if name in attributes),
+            run_or_release=not _RUN_AND_RELEASE.isdisjoint(attributes),
+        )
+        if len(_SCOPE_KEYS) < attrs.MAX_KEY_SETS and len(shape) <= attrs.MAX_KEY_SET_KEYS:
+            _SCOPE_KEYS[shape] = found
+    return found
 
 
 def _narrowed(span: SpanView, base: Scope) -> Scope:
     """The scope of a span that inherits `base` (_inherits_scope): `base`, with the span's own
     agent and session when it names them."""
-    a = span.attributes
-    named = _AGENT_AND_SESSION.intersection(a)
-    if not named:
+    agents, sessions, _ = span.scope_keys
+    if not agents and not sessions:
         return base
+    a = span.attributes
     agent = session = None
-    for name in AGENT_NAMES:
-        if name in named:
-            agent = attrs.text(a[name])
-            if agent is not None:
-                break
-    for name in SESSION_NAMES:
-        if name in named:
-            session = attrs.text(a[name])
-            if session is not None:
-                break
+    for name in agents:
+        agent = attrs.text(a[name])
+        if agent is not None:
+            break
+    for name in sessions:
+        session = attrs.text(a[name])
+        if session is not None:
+            break
     agent = agent if agent is not None else base.agent
     session = session if session is not None else base.session_id
     if agent == base.agent and session == base.session_id:
@@ -473,7 +512,7 @@ def _inherits_scope(span: SpanView) -> bool:
     opens no run (no run id, not an agent or a handoff), names no release and is no structure
     span that stands for an agent."""
     return (
-        _RUN_AND_RELEASE.isdisjoint(span.attributes)
+        not span.scope_keys.run_or_release
         and not is_agent(span)
         and span.oi_kind not in openinference.STRUCTURE
         and not is_handoff(span)
