@@ -163,7 +163,7 @@ def read_llm(
     # What the AI SDK spans spell as the GenAI conventions do (AI SDK 5 on adds gen_ai.*
     # attributes), then the ai.* attributes for what those leave unsaid.
     keys = _key_set(a)
-    genai_messages.read_usage(a, out)
+    genai_messages.read_usage(a, out, keys.usage)
     if events or keys.genai_tools:
         genai_messages.read_tools(a, events, out)
     genai_messages.read_failure(a, events, status_message, out)
@@ -171,15 +171,15 @@ def read_llm(
     out.request_model = out.request_model or text(a.get(MODEL_ID))
     out.response_model = out.response_model or text(a.get(RESPONSE_MODEL))
     if out.input_tokens is None:
-        out.input_tokens = _first_count(a, INPUT_TOKENS)
+        out.input_tokens = _first_count(a, keys.input_tokens)
     if out.output_tokens is None:
-        out.output_tokens = _first_count(a, OUTPUT_TOKENS)
+        out.output_tokens = _first_count(a, keys.output_tokens)
     if out.cache_read is None:
-        out.cache_read = _first_count(a, CACHE_READ_TOKENS)
+        out.cache_read = _first_count(a, keys.cache_read)
     if out.cache_write is None:
-        out.cache_write = _first_count(a, CACHE_WRITE_TOKENS)
+        out.cache_write = _first_count(a, keys.cache_write)
     if out.thinking is None:
-        out.thinking = _first_count(a, REASONING_TOKENS)
+        out.thinking = _first_count(a, keys.thinking)
     if not out.finish_reasons:
         reason = text(a.get(RESPONSE_FINISH_REASON))
         out.finish_reasons = [reason] if reason else []
@@ -282,6 +282,14 @@ class KeySet:
     metadata: tuple[tuple[str, str], ...]
     # Keys of the GenAI forms of tools and messages (genai_messages.read_tools).
     genai_tools: bool
+    # The GenAI spellings of usage it holds (genai_messages.usage_keys).
+    usage: genai_messages.UsageKeys
+    # The ai.usage.* spellings of each token count it holds, in the order looked for.
+    input_tokens: tuple[str, ...]
+    output_tokens: tuple[str, ...]
+    cache_read: tuple[str, ...]
+    cache_write: tuple[str, ...]
+    thinking: tuple[str, ...]
 
 
 # Key sets read, by the keys in order (bounded as attributes.MAX_KEY_SETS).
@@ -295,6 +303,12 @@ def _key_set(a: dict[str, Any]) -> KeySet:
         found = KeySet(
             metadata=tuple((k, k[len(METADATA) :]) for k in shape if k.startswith(METADATA)),
             genai_tools=genai_messages.reads_tools(shape),
+            usage=genai_messages.usage_keys_in(a),
+            input_tokens=tuple(k for k in INPUT_TOKENS if k in a),
+            output_tokens=tuple(k for k in OUTPUT_TOKENS if k in a),
+            cache_read=tuple(k for k in CACHE_READ_TOKENS if k in a),
+            cache_write=tuple(k for k in CACHE_WRITE_TOKENS if k in a),
+            thinking=tuple(k for k in REASONING_TOKENS if k in a),
         )
         if len(_KEY_SETS) < MAX_KEY_SETS and len(shape) <= MAX_KEY_SET_KEYS:
             _KEY_SETS[shape] = found

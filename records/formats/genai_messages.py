@@ -10,10 +10,12 @@ else `gen_ai.completion.N.tool_calls.M.*`, else the tool calls of `gen_ai.choice
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Collection, Iterable
+from typing import Any, NamedTuple
 
 from records.formats.attributes import (
+    MAX_KEY_SET_KEYS,
+    MAX_KEY_SETS,
     IndexedKeys,
     count,
     indexed,
@@ -65,11 +67,42 @@ INFERENCE = frozenset({"chat", "text_completion", "generate_content"})
 OPENLLMETRY_INFERENCE = frozenset({"chat", "completion"})
 
 
-def _first(a: dict[str, Any], names: tuple[str, ...]) -> Any:
-    for name in names:
-        if name in a:
-            return a[name]
-    return None
+class UsageKeys(NamedTuple):
+    """For each usage attribute spelled more than one way, the first spelling a key set holds
+    (None: none); read once per key set (usage_keys)."""
+
+    provider: str | None
+    input_tokens: str | None
+    output_tokens: str | None
+    cache_read: str | None
+    cache_write: str | None
+
+
+# Key sets read, by the keys in order (bounded as attributes.MAX_KEY_SETS).
+_USAGE_KEYS: dict[tuple[str, ...], UsageKeys] = {}
+
+
+def usage_keys(a: dict[str, Any]) -> UsageKeys:
+    shape = tuple(a)
+    found = _USAGE_KEYS.get(shape)
+    if found is None:
+        found = usage_keys_in(a)
+        if len(_USAGE_KEYS) < MAX_KEY_SETS and len(shape) <= MAX_KEY_SET_KEYS:
+            _USAGE_KEYS[shape] = found
+    return found
+
+
+def usage_keys_in(keys: Collection[str]) -> UsageKeys:
+    def first(names: tuple[str, ...]) -> str | None:
+        return next((name for name in names if name in keys), None)
+
+    return UsageKeys(
+        first(PROVIDER),
+        first(INPUT_TOKENS),
+        first(OUTPUT_TOKENS),
+        first(CACHE_READ_TOKENS),
+        first(CACHE_WRITE_TOKENS),
+    )
 
 
 def is_inference(operation: str | None, attributes: dict[str, Any]) -> bool:
@@ -95,15 +128,17 @@ def read_llm(
     return out
 
 
-def read_usage(a: dict[str, Any], out: LlmRead) -> None:
-    """Provider, models, token counts and finish reasons."""
-    out.provider = text(_first(a, PROVIDER))
+def read_usage(a: dict[str, Any], out: LlmRead, keys: UsageKeys | None = None) -> None:
+    """Provider, models, token counts and finish reasons. `keys`: usage_keys(a), when the
+    caller has it."""
+    provider, input_tokens, output_tokens, cache_read, cache_write = keys or usage_keys(a)
+    out.provider = text(a[provider]) if provider else None
     out.request_model = text(a.get(REQUEST_MODEL))
     out.response_model = text(a.get(RESPONSE_MODEL))
-    out.input_tokens = count(_first(a, INPUT_TOKENS))
-    out.output_tokens = count(_first(a, OUTPUT_TOKENS))
-    out.cache_read = count(_first(a, CACHE_READ_TOKENS))
-    out.cache_write = count(_first(a, CACHE_WRITE_TOKENS))
+    out.input_tokens = count(a[input_tokens]) if input_tokens else None
+    out.output_tokens = count(a[output_tokens]) if output_tokens else None
+    out.cache_read = count(a[cache_read]) if cache_read else None
+    out.cache_write = count(a[cache_write]) if cache_write else None
     out.thinking = count(a.get(REASONING_TOKENS))
     reasons = a.get(FINISH_REASONS)
     if isinstance(reasons, str):
