@@ -26,8 +26,7 @@ from typing import Any
 
 from records.formats import genai_messages
 from records.formats.attributes import (
-    MAX_KEY_SET_KEYS,
-    MAX_KEY_SETS,
+    KeySetCache,
     count,
     json_value,
     text,
@@ -292,27 +291,20 @@ class KeySet:
     thinking: tuple[str, ...]
 
 
-# Key sets read, by the keys in order (bounded as attributes.MAX_KEY_SETS).
-_KEY_SETS: dict[tuple[str, ...], KeySet] = {}
+def _key_set_of(a: dict[str, Any]) -> KeySet:
+    return KeySet(
+        metadata=tuple((k, k[len(METADATA) :]) for k in a if k.startswith(METADATA)),
+        genai_tools=genai_messages.reads_tools(a),
+        usage=genai_messages.usage_keys_in(a),
+        input_tokens=tuple(k for k in INPUT_TOKENS if k in a),
+        output_tokens=tuple(k for k in OUTPUT_TOKENS if k in a),
+        cache_read=tuple(k for k in CACHE_READ_TOKENS if k in a),
+        cache_write=tuple(k for k in CACHE_WRITE_TOKENS if k in a),
+        thinking=tuple(k for k in REASONING_TOKENS if k in a),
+    )
 
 
-def _key_set(a: dict[str, Any]) -> KeySet:
-    shape = tuple(a)
-    found = _KEY_SETS.get(shape)
-    if found is None:
-        found = KeySet(
-            metadata=tuple((k, k[len(METADATA) :]) for k in shape if k.startswith(METADATA)),
-            genai_tools=genai_messages.reads_tools(shape),
-            usage=genai_messages.usage_keys_in(a),
-            input_tokens=tuple(k for k in INPUT_TOKENS if k in a),
-            output_tokens=tuple(k for k in OUTPUT_TOKENS if k in a),
-            cache_read=tuple(k for k in CACHE_READ_TOKENS if k in a),
-            cache_write=tuple(k for k in CACHE_WRITE_TOKENS if k in a),
-            thinking=tuple(k for k in REASONING_TOKENS if k in a),
-        )
-        if len(_KEY_SETS) < MAX_KEY_SETS and len(shape) <= MAX_KEY_SET_KEYS:
-            _KEY_SETS[shape] = found
-    return found
+_key_set = KeySetCache(_key_set_of)
 
 
 def caller_metadata(a: dict[str, Any], keys: tuple[tuple[str, str], ...]) -> dict[str, Any]:

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 import orjson
 
@@ -15,6 +16,30 @@ MAX_INDEX = 100_000
 # most this many keys each. A hostile export may vary them every span, or send thousands.
 MAX_KEY_SETS = 256
 MAX_KEY_SET_KEYS = 64
+
+T = TypeVar("T")
+
+
+class KeySetCache(Generic[T]):
+    """What `read` makes of a span's attributes when it depends on their keys alone, remembered
+    per key set (the keys in order): the spans of one SDK repeat the same keys. Bounded by
+    MAX_KEY_SETS and MAX_KEY_SET_KEYS; beyond, worked out each time."""
+
+    __slots__ = ("_read", "_known")
+
+    def __init__(self, read: Callable[[dict[str, Any]], T]):
+        self._read = read
+        self._known: dict[tuple[str, ...], T] = {}
+
+    def __call__(self, attributes: dict[str, Any]) -> T:
+        shape = tuple(attributes)
+        try:
+            return self._known[shape]
+        except KeyError:
+            found = self._read(attributes)
+            if len(self._known) < MAX_KEY_SETS and len(shape) <= MAX_KEY_SET_KEYS:
+                self._known[shape] = found
+            return found
 
 
 def indexed(attributes: dict[str, Any], prefix: str) -> list[tuple[int, dict[str, Any]]]:

@@ -14,9 +14,8 @@ from collections.abc import Collection, Iterable
 from typing import Any, NamedTuple
 
 from records.formats.attributes import (
-    MAX_KEY_SET_KEYS,
-    MAX_KEY_SETS,
     IndexedKeys,
+    KeySetCache,
     count,
     indexed,
     json_value,
@@ -78,20 +77,6 @@ class UsageKeys(NamedTuple):
     cache_write: str | None
 
 
-# Key sets read, by the keys in order (bounded as attributes.MAX_KEY_SETS).
-_USAGE_KEYS: dict[tuple[str, ...], UsageKeys] = {}
-
-
-def usage_keys(a: dict[str, Any]) -> UsageKeys:
-    shape = tuple(a)
-    found = _USAGE_KEYS.get(shape)
-    if found is None:
-        found = usage_keys_in(a)
-        if len(_USAGE_KEYS) < MAX_KEY_SETS and len(shape) <= MAX_KEY_SET_KEYS:
-            _USAGE_KEYS[shape] = found
-    return found
-
-
 def usage_keys_in(keys: Collection[str]) -> UsageKeys:
     def first(names: tuple[str, ...]) -> str | None:
         return next((name for name in names if name in keys), None)
@@ -103,6 +88,9 @@ def usage_keys_in(keys: Collection[str]) -> UsageKeys:
         first(CACHE_READ_TOKENS),
         first(CACHE_WRITE_TOKENS),
     )
+
+
+usage_keys = KeySetCache(usage_keys_in)
 
 
 def is_inference(operation: str | None, attributes: dict[str, Any]) -> bool:

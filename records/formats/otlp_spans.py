@@ -465,23 +465,15 @@ class ScopeKeys(NamedTuple):
     run_or_release: bool  # any of _RUN_AND_RELEASE
 
 
-# Key sets read, by the keys in order (bounded as attributes.MAX_KEY_SETS): the spans of one SDK
-# repeat the same keys.
-_SCOPE_KEYS: dict[tuple[str, ...], ScopeKeys] = {}
+def _scope_keys_in(attributes: dict[str, Any]) -> ScopeKeys:
+    return ScopeKeys(
+        agents=tuple(name for name in AGENT_NAMES if name in attributes),
+        sessions=tuple(name for name in SESSION_NAMES if name in attributes),
+        run_or_release=not _RUN_AND_RELEASE.isdisjoint(attributes),
+    )
 
 
-def scope_keys_of(attributes: dict[str, Any]) -> ScopeKeys:
-    shape = tuple(attributes)
-    found = _SCOPE_KEYS.get(shape)
-    if found is None:
-        found = ScopeKeys(
-            agents=tuple(name for name in AGENT_NAMES if name in attributes),
-            sessions=tuple(name for name in SESSION_NAMES if name in attributes),
-            run_or_release=not _RUN_AND_RELEASE.isdisjoint(attributes),
-        )
-        if len(_SCOPE_KEYS) < attrs.MAX_KEY_SETS and len(shape) <= attrs.MAX_KEY_SET_KEYS:
-            _SCOPE_KEYS[shape] = found
-    return found
+scope_keys_of = attrs.KeySetCache(_scope_keys_in)
 
 
 def _narrowed(span: SpanView, base: Scope) -> Scope:
