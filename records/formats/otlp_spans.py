@@ -104,7 +104,7 @@ class SpanView:
     oi_kind: str | None = None
     # The Vercel AI SDK's operation (`ai.generateText.doGenerate`, ...) when it is one.
     ai_operation: str | None = None
-    # `ended`, once asked for: a span's records share it.
+    # `ended` and `scope_keys`, once asked for: a span's records and its children ask again.
     _ended: datetime | None = None
     _scope_keys: ScopeKeys | None = None
 

@@ -219,6 +219,19 @@ def test_a_nul_in_a_span_name_status_or_attribute_is_stored_replaced_not_a_500(a
     assert stored["model_call"].data["model"] == "gpt\ufffd-4o"
 
 
+def test_a_nul_in_a_string_of_an_array_attribute_is_stored_replaced(alice):
+    # Arrays of strings only, and strings among other values, are read two ways.
+    only_strings = chat(**{"gen_ai.response.finish_reasons": ["stop\x00now"]})
+    mixed = chat(**{"gen_ai.response.finish_reasons": ["length", 7, "stop\x00now"]})
+    request = export(span("chat", only_strings), span("chat", mixed, start_ms=2000))
+    response = post(alice.client(), request.SerializeToString())
+    assert response.status_code == 200
+    reasons = sorted(
+        r.data["otel"]["finishReasons"] for r in Record.objects.filter(kind="model_call")
+    )
+    assert reasons == [["length", "stop\ufffdnow"], ["stop\ufffdnow"]]
+
+
 def test_a_nul_in_a_field_the_metrics_group_by_is_stored_replaced_on_native_ingest_too(alice):
     # The scrub replaced it in `data` but the model column was derived before it: a 500.
     body = json.dumps({"records": [record("model_call", data={"model": "gpt\u0000-4o"})]})
