@@ -90,7 +90,7 @@ def ordered_runs(calls: Sequence[Call]) -> list[list[Call]]:
 
 
 # --- the tool decision ------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # made for every call and tool span: not frozen, which costs more
 class ToolDecision:
     offered: list[str] | None  # None: not reported by the trace
     called: list[str]
@@ -225,7 +225,7 @@ def error_verdict(
 
 
 # --- which model call asked for each tool ---------------------------------------------------
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # made for every call and tool span: not frozen, which costs more
 class ToolRun:
     """One execution of a tool, as a trace reports it."""
 
@@ -236,7 +236,7 @@ class ToolRun:
     call_id: str | None  # the id of the tool call it executes, when the span names it
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # made for every call and tool span: not frozen, which costs more
 class Attribution:
     call: tuple[str, str] | None  # the model call that asked for it; None: not in this export
     # The index in that call's `called` the execution is of (counted once, with that call);
