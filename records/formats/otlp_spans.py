@@ -98,22 +98,16 @@ class SpanView:
     failed: bool
     status_message: str
     events: list[EventView]
-    # gen_ai.operation.name when it is a string: read once, every declaration asks for it.
-    operation: str | None = None
-    # openinference.span.kind (upper case) when it is a string.
-    oi_kind: str | None = None
-    # The Vercel AI SDK's operation (`ai.generateText.doGenerate`, ...) when it is one.
-    ai_operation: str | None = None
+    # What each convention names the span's operation (spans_of reads them once: every
+    # declaration asks): gen_ai.operation.name when it is a string,
+    operation: str | None
+    # openinference.span.kind (upper case) when it is a string,
+    oi_kind: str | None
+    # and the Vercel AI SDK's operation (`ai.generateText.doGenerate`, ...) when it is one.
+    ai_operation: str | None
     # `ended` and `scope_keys`, once asked for: a span's records and its children ask again.
     _ended: datetime | None = None
     _scope_keys: ScopeKeys | None = None
-
-    def __post_init__(self) -> None:
-        value = self.attributes.get(OPERATION)
-        self.operation = value if isinstance(value, str) else None
-        if openinference.SPAN_KIND in self.attributes:
-            self.oi_kind = openinference.kind_of(self.attributes)
-        self.ai_operation = ai_sdk_spans.operation_id(self.name, self.attributes)
 
     @property
     def label(self) -> str:
@@ -239,6 +233,7 @@ def spans_of(
                 message = status.message
                 if "\x00" in name or "\x00" in message:  # both reach `data`
                     reader.dirty = True
+                operation = attributes.get(OPERATION)
                 events = span.events
                 events = (
                     [
@@ -261,6 +256,11 @@ def spans_of(
                         status.code == error or ERROR_TYPE in attributes,
                         message,
                         events,
+                        operation if isinstance(operation, str) else None,
+                        openinference.kind_of(attributes)
+                        if openinference.SPAN_KIND in attributes
+                        else None,
+                        ai_sdk_spans.operation_id(name, attributes),
                     )
                 )
     return spans
