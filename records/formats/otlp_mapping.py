@@ -275,16 +275,15 @@ def _selection(span: SpanView, read: LlmRead, iteration: int, scope: Scope, mapp
 
 
 def _tool_decision(span, read: LlmRead, call, iteration: int, scope: Scope, mapping) -> None:
-    decision = trace_decisions.tool_decision(call)
-    if decision is None:
+    if not trace_decisions.is_tool_decision(call):
         return
     data: dict[str, Any] = {"iteration": iteration, "toolCalls": read.called}
     if read.tool_choice is not None:
         data["toolChoice"] = read.tool_choice
-    if decision.offered is not None:
-        data["offered"] = decision.offered
+    if call.offered is not None:
+        data["offered"] = call.offered
         # The offered names map to themselves: a called name outside them is invented.
-        data["toolNameMap"] = dict(zip(decision.offered, decision.offered, strict=True))
+        data["toolNameMap"] = dict(zip(call.offered, call.offered, strict=True))
     if read.finish_reasons:
         data["finishReason"] = read.finish_reasons[0]
     data["durationMs"] = span.duration_ms

@@ -90,23 +90,12 @@ def ordered_runs(calls: Sequence[Call]) -> list[list[Call]]:
 
 
 # --- the tool decision ------------------------------------------------------------------------
-@dataclass(slots=True)  # made for every call and tool span: not frozen, which costs more
-class ToolDecision:
-    offered: list[str] | None  # None: not reported by the trace
-    called: list[str]
-    invented: list[str]  # called, not offered (empty when offered is not reported)
-
-
-def tool_decision(call: Call) -> ToolDecision | None:
-    """A call that offered tools, or called any, is a tool decision: offered → called. A called
-    name not among the offered tools is *invented*; when the trace does not report what was
-    offered, nothing is judged invented."""
-    called = [c["name"] for c in call.called]
-    if not call.offered and not called:
-        return None
-    offered_set = set(call.offered or ())
-    invented = [n for n in dict.fromkeys(called) if n not in offered_set] if call.offered else []
-    return ToolDecision(call.offered, called, invented)
+def is_tool_decision(call: Call) -> bool:
+    """A call that offered tools, or called any, is a tool decision: offered → called. Which
+    called names are invented (not among those offered) is judged at ingest from the turn's
+    toolNameMap (records.contract.derive); when the trace does not report what was offered, the
+    turn has none and nothing is judged invented."""
+    return bool(call.offered or call.called)
 
 
 # --- the swap ---------------------------------------------------------------------------------
