@@ -88,7 +88,11 @@ def read_model_call(span: SpanView, export: openinference.ExportReading | None =
         if read.error_message is None and span.failed:
             read.error_message = span.status_message or None
         return read
-    events = [(e.name, e.attributes) for e in span.events if e.name.startswith(("gen_ai.", "exc"))]
+    events = (
+        [(e.name, e.attributes) for e in span.events if e.name.startswith(("gen_ai.", "exc"))]
+        if span.events
+        else []
+    )
     if span.ai_operation is not None and span.operation is None:
         return ai_sdk_spans.read_llm(span.attributes, events, span.status_message)
     return genai_messages.read_llm(span.attributes, events, span.status_message)
