@@ -149,6 +149,16 @@ def timestamp(ns: int) -> datetime:
     return datetime.fromtimestamp(ns / 1e9, UTC)
 
 
+# Arrays of strings read before, by their wire bytes (AttributeReader.array): bounded in count
+# and size, since a hostile export may send a new array with every span, and forgotten all at
+# once when full, so that the arrays of the moment come back; short arrays (a finish reason)
+# cost less to read than to look up.
+READ_ARRAYS: dict[bytes, list[str]] = {}
+MAX_REMEMBERED_ARRAYS = 256
+MIN_REMEMBERED_ARRAY_BYTES = 256
+MAX_REMEMBERED_ARRAY_BYTES = 65_536
+
+
 class AttributeReader:
     """Reads OTLP values as JSON, noting whether any could need normalise's scrub: a NUL in a
     string (PostgreSQL cannot store it) or a non-finite double, as the native path notes them in
@@ -175,7 +185,7 @@ class AttributeReader:
                 self.dirty = True
             return number
         if which == "array_value":
-            return self.items(value.array_value.values)
+            return self.array(value.array_value)
         if which == "kvlist_value":
             return self.attributes(value.kvlist_value.values)
         if which == "bytes_value":
@@ -202,6 +212,30 @@ class AttributeReader:
                 # Likewise a non-zero int_value is an integer (token counts, mostly).
                 out[kv.key] = value.int_value or self.value(value)
         return out
+
+    def array(self, array: Any) -> list[Any]:
+        """An ArrayValue's values. An agent sends the same long arrays with every call (the AI
+        SDK's offered tools, one JSON string each): such an array's values are remembered by its
+        wire bytes, which the protobuf runtime writes out in one call, cheaper than reading its
+        strings one by one. Only arrays read clean are remembered, so a hit needs no NUL check;
+        a fresh list is handed out each time."""
+        wire = array.SerializeToString()
+        known = READ_ARRAYS.get(wire)
+        if known is not None:
+            return list(known)
+        dirty, self.dirty = self.dirty, False
+        values = self.items(array.values)
+        if (
+            not self.dirty
+            and MIN_REMEMBERED_ARRAY_BYTES <= len(wire) <= MAX_REMEMBERED_ARRAY_BYTES
+            and all(isinstance(v, str) for v in values)
+        ):
+            if len(READ_ARRAYS) >= MAX_REMEMBERED_ARRAYS:
+                READ_ARRAYS.clear()
+            READ_ARRAYS[wire] = values
+            values = list(values)
+        self.dirty = self.dirty or dirty
+        return values
 
     def items(self, values: Iterable) -> list[Any]:
         """An array's values (an AI SDK span's offered tools: one string each). Read as strings

@@ -232,6 +232,19 @@ def test_a_nul_in_a_string_of_an_array_attribute_is_stored_replaced(alice):
     assert reasons == [["length", "stop\ufffdnow"], ["stop\ufffdnow"]]
 
 
+def test_a_long_array_sent_again_with_a_nul_is_stored_replaced_each_time(alice):
+    # Long arrays of strings are remembered by their bytes: a clean one must not vouch for
+    # one that differs by a NUL, sent in a later export.
+    clean = [f"stop-{n}-" + "x" * 60 for n in range(8)]
+    dirty = [*clean, "stop\x00now"]
+    for n, reasons in enumerate((clean, dirty, dirty)):
+        attributes = chat(**{"gen_ai.response.finish_reasons": reasons})
+        request = export(span("chat", attributes, start_ms=1000 * n))
+        assert post(alice.client(), request.SerializeToString()).status_code == 200
+    stored = [r.data["otel"]["finishReasons"] for r in Record.objects.filter(kind="model_call")]
+    assert sorted(stored, key=len) == [clean, [*clean, "stop\ufffdnow"], [*clean, "stop\ufffdnow"]]
+
+
 def test_a_nul_in_a_field_the_metrics_group_by_is_stored_replaced_on_native_ingest_too(alice):
     # The scrub replaced it in `data` but the model column was derived before it: a 500.
     body = json.dumps({"records": [record("model_call", data={"model": "gpt\u0000-4o"})]})
