@@ -38,6 +38,10 @@ KEY_DETECTOR = "key"
 # A name and an id are bounded to this; a longer bound is free text.
 _NAME_BOUND = 200
 _TEXT = "text"
+# What a redactor remembers of the texts it found clean (Redactor.text): texts up to this long,
+# this many of them, forgotten all at once when full so that the texts of the moment come back.
+MAX_CLEAN_TEXT_CHARS = 120
+MAX_CLEAN_TEXTS = 2048
 _JSON = "json"
 
 
@@ -118,6 +122,9 @@ class Redactor:
         self.custom = tuple((name, compile_pattern(p)) for name, p in rules.patterns)
         self.keys = frozenset(k.casefold() for k in rules.keys)
         self.active = bool(rules.detectors or rules.patterns or rules.keys)
+        # Short texts these rules found nothing in: the same few (a model, a finish reason, an
+        # operation name) come in most records, and a lookup costs less than the detectors.
+        self._clean: set[str] = set()
 
     def redact(self, kind: str, data: Any) -> tuple[Any, dict[str, int]]:
         """`data` with what the rules find replaced by markers (the same object when nothing
@@ -129,6 +136,21 @@ class Redactor:
         return self._walk(data, plan, counts), counts
 
     def text(self, value: str, counts: dict[str, int]) -> str:
+        """`value` with what the rules find replaced, each find counted into `counts`."""
+        if value in self._clean:
+            return value
+        finds: dict[str, int] = {}
+        redacted = self._scan(value, finds)
+        if not finds:
+            if len(value) <= MAX_CLEAN_TEXT_CHARS:
+                if len(self._clean) >= MAX_CLEAN_TEXTS:
+                    self._clean.clear()
+                self._clean.add(value)
+            return value
+        merge_counts(counts, finds.items())
+        return redacted
+
+    def _scan(self, value: str, counts: dict[str, int]) -> str:
         if len(value) >= 6:  # shorter than any built-in detector's match
             value = self.scanner.redact(value, counts)
         for name, pattern in self.custom:
@@ -215,17 +237,34 @@ class Redactor:
             return self.text(value, counts)
         if depth > 256:  # deeper than normalise accepts: the record is rejected anyway
             return value
+        # Strings, numbers and the like are handled in the loops rather than by a call each:
+        # an undeclared object (an OTLP span's reference) is mostly short strings and numbers.
         if isinstance(value, dict):
             out = None
+            keys = self.keys
             for key, item in value.items():
-                new = self._json_entry(key, item, counts, depth + 1)
+                if keys:
+                    new = self._json_entry(key, item, counts, depth + 1)
+                elif isinstance(item, str):
+                    new = self.text(item, counts)
+                elif isinstance(item, (dict, list)):
+                    new = self._json(item, counts, depth + 1)
+                else:
+                    continue
                 if new is not item:
                     if out is None:
                         out = dict(value)
                     out[key] = new
             return value if out is None else out
         if isinstance(value, list):
-            items = [self._json(item, counts, depth + 1) for item in value]
+            items = [
+                self.text(item, counts)
+                if isinstance(item, str)
+                else self._json(item, counts, depth + 1)
+                if isinstance(item, (dict, list))
+                else item
+                for item in value
+            ]
             return value if all(a is b for a, b in zip(items, value, strict=True)) else items
         return value
 

@@ -225,3 +225,44 @@ def test_the_check_digits():
 def test_it_refuses_an_unknown_detector():
     with pytest.raises(ValueError, match="unknown detectors"):
         Redactor(Rules(detectors=("ssn",)))
+
+
+def test_a_text_found_clean_is_remembered_and_a_find_is_counted_every_time(monkeypatch):
+    from records.contract import redaction
+
+    redactor = Redactor(Rules(detectors=(*SECRETS, *CARDS)))
+    key = "sk-proj-" + "a1B2" * 8
+    for _ in range(3):
+        counts: dict[str, int] = {}
+        assert redactor.text(f"key {key}", counts) == "key [REDACTED:openai]"
+        assert redactor.text("gpt-4o-mini", counts) == "gpt-4o-mini"
+        assert counts == {"openai": 1}
+    # What a lookup answers is what the detectors would: the scan runs once per clean text.
+    scanned: list[str] = []
+    scan = redactor.scanner.redact
+    monkeypatch.setattr(redactor.scanner, "redact", lambda t, c: scanned.append(t) or scan(t, c))
+    for _ in range(3):
+        redactor.text("tool-calls", {})
+        redactor.text(f"key {key}", {})
+    assert scanned == ["tool-calls", f"key {key}", f"key {key}", f"key {key}"]
+    # A text too long to remember is scanned each time.
+    long = "x " * redaction.MAX_CLEAN_TEXT_CHARS
+    redactor.text(long, {})
+    redactor.text(long, {})
+    assert scanned.count(long) == 2
+
+
+def test_the_texts_a_redactor_remembers_stay_bounded(monkeypatch):
+    from records.contract import redaction
+
+    monkeypatch.setattr(redaction, "MAX_CLEAN_TEXTS", 50)
+    redactor = Redactor(Rules(detectors=BUILT_IN))
+    for i in range(500):
+        assert redactor.text(f"order {i}", {}) == f"order {i}"
+    scanned: list[str] = []
+    scan = redactor.scanner.redact
+    monkeypatch.setattr(redactor.scanner, "redact", lambda t, c: scanned.append(t) or scan(t, c))
+    # Forgotten all at once when full: the texts of the moment are remembered, older ones not.
+    redactor.text("order 499", {})
+    redactor.text("order 0", {})
+    assert scanned == ["order 0"]
