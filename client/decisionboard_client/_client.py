@@ -1,8 +1,12 @@
-"""The client: a bounded queue the agent's thread writes to, a background thread that sends.
+"""The client: a bounded queue the agent's thread writes to, background threads that send.
 
 The agent's thread only builds a small dict and appends it under a lock held for O(1) work; every
 encoding, compression and network call happens on the sender thread. Nothing here raises into
 the caller: mistakes and failures are counted in `stats()` and logged.
+
+Two senders by default, each on a connection of its own: while one batch is being stored, the
+next is already on its way, so that the server's web and database work for one agent overlap.
+A second sender starts only with a full batch, so a slow trickle of records is not split in two.
 """
 
 from __future__ import annotations
@@ -38,9 +42,10 @@ class Decisionboard:
 
     `Decisionboard(url, key)`; then `record(kind, data, run_id=...)` or one method per kind
     (`tool_choice_pick(...)`, `model_call(...)`, ...). Records are batched by `batch_size`
-    records, `max_batch_bytes` and `flush_interval` seconds. When `max_queue` records wait, the
-    oldest is dropped and counted. `flush()` waits for what is queued; `close()` flushes and
-    stops the sender, and runs at interpreter exit (bounded by `exit_timeout`).
+    records, `max_batch_bytes` and `flush_interval` seconds, and up to `max_in_flight` batches
+    are sent at once. When `max_queue` records wait, the oldest is dropped and counted.
+    `flush()` waits for what is queued; `close()` flushes and stops the senders, and runs at
+    interpreter exit (bounded by `exit_timeout`).
 
     `release` names what the agent runs as (its version, a prompt hash, a git sha) and is
     stamped on every record, so that Decisionboard can compare one release with another.
@@ -58,6 +63,7 @@ class Decisionboard:
         batch_size: int = 500,
         max_batch_bytes: int = 1_000_000,
         flush_interval: float = 1.0,
+        max_in_flight: int = 2,
         timeout: float = 10.0,
         gzip: bool = True,
         max_backoff: float = 30.0,
@@ -90,6 +96,7 @@ class Decisionboard:
         self._batch_size = max(1, batch_size)
         self._max_batch_bytes = max(1024, max_batch_bytes)
         self._flush_interval = flush_interval
+        self._max_in_flight = max(1, max_in_flight)
         self._timeout = timeout
         self._gzip = gzip
         self._max_backoff = max_backoff
@@ -103,12 +110,12 @@ class Decisionboard:
         self._queue: collections.deque[dict[str, Any]] = collections.deque()
         self._lock = threading.Lock()
         self._drained = threading.Condition(self._lock)
-        self._inflight = 0
+        self._inflight = 0  # records taken by the senders and not yet settled
         self._wake = threading.Event()
         self._closing = threading.Event()
         self._closed = False
         self._deadline = float("inf")
-        self._conn: http.client.HTTPConnection | None = None
+        self._local = threading.local()  # each sender's connection
         self._stats = {
             "queued": 0,  # accepted by record() (before any drop)
             "sent": 0,  # stored by the server (accepted)
@@ -121,8 +128,12 @@ class Decisionboard:
             "batches": 0,
         }
         self.last_error: str | None = None
-        self._thread = threading.Thread(target=self._run, name="decisionboard-client", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run, name=f"decisionboard-client-{i}", daemon=True)
+            for i in range(self._max_in_flight)
+        ]
+        for thread in self._threads:
+            thread.start()
         if flush_at_exit:
             atexit.register(_close_at_exit, weakref.ref(self))
 
@@ -184,7 +195,7 @@ class Decisionboard:
             with self._drained:
                 while self._queue or self._inflight:
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0 or not self._thread.is_alive():
+                    if remaining <= 0 or not any(t.is_alive() for t in self._threads):
                         return False
                     self._drained.wait(min(remaining, 0.05))
                     self._wake.set()
@@ -203,7 +214,9 @@ class Decisionboard:
             self._deadline = time.monotonic()
             self._closing.set()
             self._wake.set()
-            self._thread.join(max(1.0, timeout))
+            joined_by = time.monotonic() + max(1.0, timeout)
+            for thread in self._threads:
+                thread.join(max(0.0, joined_by - time.monotonic()))
             with self._lock:
                 unsent = len(self._queue)
                 self._queue.clear()
@@ -223,7 +236,7 @@ class Decisionboard:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # --- the sender thread -------------------------------------------------------------------
+    # --- the sender threads ------------------------------------------------------------------
     def _run(self) -> None:
         while True:
             self._wake.wait(self._flush_interval)
@@ -240,10 +253,14 @@ class Decisionboard:
         self._disconnect()
 
     def _send_one_batch(self) -> bool:
-        """Take and send one batch; False when the queue was empty."""
+        """Take and send one batch; False when there was none to take: the queue was empty, or
+        another sender is at work and less than a full batch waits (it comes back for those)."""
         with self._lock:
-            batch = [self._queue.popleft() for _ in range(min(self._batch_size, len(self._queue)))]
-            self._inflight = len(batch)
+            waiting = len(self._queue)
+            if self._inflight and waiting < self._batch_size:
+                waiting = 0
+            batch = [self._queue.popleft() for _ in range(min(self._batch_size, waiting))]
+            self._inflight += len(batch)
         if not batch:
             with self._drained:
                 self._drained.notify_all()
@@ -266,7 +283,7 @@ class Decisionboard:
                 self._send(parts)
         finally:
             with self._drained:
-                self._inflight = 0
+                self._inflight -= len(batch)
                 self._drained.notify_all()
         return True
 
@@ -354,22 +371,25 @@ class Decisionboard:
             return None, None, b"", f"{type(exc).__name__}: {exc}"
 
     def _connection(self) -> http.client.HTTPConnection:
-        if self._conn is None:
+        """The calling sender's own connection."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
             cls = (
                 http.client.HTTPSConnection
                 if self._scheme == "https"
                 else http.client.HTTPConnection
             )
-            self._conn = cls(self._host, self._port, timeout=self._timeout)
-        return self._conn
+            conn = self._local.conn = cls(self._host, self._port, timeout=self._timeout)
+        return conn
 
     def _disconnect(self) -> None:
-        if self._conn is not None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
             try:
-                self._conn.close()
+                conn.close()
             except OSError:
                 pass
-            self._conn = None
+            self._local.conn = None
 
     def _count(self, name: str, error: str | None = None, n: int = 1) -> None:
         with self._lock:

@@ -307,6 +307,63 @@ def test_it_waits_as_retry_after_says_on_429_and_503():
     assert (stats["retries"], stats["sent"]) == (2, 30)
 
 
+class _Slow(BaseHTTPRequestHandler):
+    """Answers 200 after `delay` seconds; notes each batch and how many were being answered at
+    once at most."""
+
+    delay = 0.3
+    lock = threading.Lock()
+    open_now = 0
+    most = 0
+    batches: list[int] = []
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        cls = type(self)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        ids = [r["id"] for r in json.loads(body)["records"]]
+        with cls.lock:
+            cls.open_now += 1
+            cls.most = max(cls.most, cls.open_now)
+            cls.batches.append(len(ids))
+        time.sleep(cls.delay)
+        with cls.lock:
+            cls.open_now -= 1
+        payload = json.dumps({"accepted": len(ids), "duplicates": 0, "rejected": []}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize(("in_flight", "most"), [(2, 2), (1, 1)])
+def test_it_keeps_two_batches_in_flight_and_a_trickle_in_one(in_flight, most):
+    _Slow.open_now, _Slow.most, _Slow.batches = 0, 0, []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        db = Decisionboard(url, "k", batch_size=10, max_in_flight=in_flight, flush_interval=5)
+        for _ in range(60):
+            db.notice(run_id="r", **DATA["notice"])
+        assert db.flush(timeout=30)
+        full = db.stats()
+        # A trickle of less than a batch, with the other sender idle, goes as one batch.
+        for _ in range(7):
+            db.notice(run_id="r", **DATA["notice"])
+        assert db.flush(timeout=30)
+        assert db.close()
+    finally:
+        server.shutdown()
+    assert (full["sent"], full["batches"], _Slow.most) == (60, 6, most)
+    assert sorted(_Slow.batches) == [7, *[10] * 6]
+
+
 def test_records_left_in_the_queue_are_sent_at_interpreter_exit(base, key):
     script = (
         "from decisionboard_client import Decisionboard\n"
