@@ -4,6 +4,10 @@
  * A call only builds a small object and puts it in a bounded ring (O(1), no I/O, no encoding);
  * encoding, compression and the network happen later, in a timer's turn of the event loop. No
  * method throws into the caller and no promise rejects: failures are counted in `stats()`.
+ *
+ * Up to two batches are in flight by default, each its own request: while the server stores one,
+ * the next is on its way. A second is sent at once only when a full batch waits, so a trickle of
+ * records still goes as one batch.
  */
 
 /** When a record happened: a Date, an RFC 3339 string, or milliseconds since the epoch. */
@@ -38,6 +42,8 @@ export interface ClientOptions {
   maxBatchBytes?: number;
   /** A batch is sent at least this often, in ms (1,000). */
   flushIntervalMs?: number;
+  /** Batches sent at once, each its own request (2). */
+  maxInFlight?: number;
   /** One request's time limit, in ms (10,000). */
   timeoutMs?: number;
   /** Gzip bodies over 1 KB where the runtime has CompressionStream (true). */
@@ -153,6 +159,7 @@ export class RecordQueue {
   private readonly headers: Record<string, string>;
   private readonly maxQueue: number;
   private readonly batchSize: number;
+  private readonly maxInFlight: number;
   private readonly maxBatchBytes: number;
   private readonly timeoutMs: number;
   private readonly gzip: boolean;
@@ -169,16 +176,17 @@ export class RecordQueue {
   private readonly ring: (Pending | undefined)[];
   private head = 0;
   private size = 0;
+  // Records taken by the senders and not yet settled; the senders at work, and their promises.
   private inflight = 0;
-  private sending = false;
-  private pumping: Promise<void> = Promise.resolve();
+  private senders = 0;
+  private readonly pumps = new Set<Promise<void>>();
   private wakeScheduled = false;
   private closed = false;
   private exiting = false;
   private deadline = Infinity;
   private readonly interval: ReturnType<typeof setInterval>;
-  private sleeper: { timer: ReturnType<typeof setTimeout>; resolve: () => void } | undefined;
-  private request: AbortController | undefined;
+  private readonly sleepers = new Set<{ timer: ReturnType<typeof setTimeout>; resolve: () => void }>();
+  private readonly requests = new Set<AbortController>();
   private waiters: (() => void)[] = [];
   private readonly counters: Record<Counter, number> = {
     queued: 0,
@@ -211,6 +219,7 @@ export class RecordQueue {
     this.release = options.release;
     this.maxQueue = Math.max(1, Math.floor(options.maxQueue ?? 10_000));
     this.batchSize = Math.max(1, Math.floor(options.batchSize ?? 500));
+    this.maxInFlight = Math.max(1, Math.floor(options.maxInFlight ?? 2));
     this.maxBatchBytes = Math.max(1024, options.maxBatchBytes ?? 1_000_000);
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.gzip = (options.gzip ?? true) && typeof CompressionStream === "function";
@@ -258,7 +267,7 @@ export class RecordQueue {
         this.size++;
       }
       this.counters.queued++;
-      if (this.size >= this.batchSize && !this.sending && !this.wakeScheduled) {
+      if (this.size >= this.batchSize && this.senders < this.maxInFlight && !this.wakeScheduled) {
         this.wakeScheduled = true;
         setTimeout(() => {
           this.wakeScheduled = false;
@@ -307,8 +316,11 @@ export class RecordQueue {
       const lostBefore = this.counters.lost;
       const flushed = await this.flush(timeoutMs);
       this.giveUp("shut down before it was sent");
-      // The request under way was just aborted: let its batch be counted before answering.
-      await Promise.race([this.pumping, new Promise((resolve) => unref(setTimeout(resolve, 1_000)))]);
+      // The requests under way were just aborted: let their batches be counted before answering.
+      await Promise.race([
+        Promise.all(this.pumps),
+        new Promise((resolve) => unref(setTimeout(resolve, 1_000))),
+      ]);
       return flushed && this.counters.lost === lostBefore;
     } catch (error) {
       this.fail("invalid", `shutdown failed: ${String(error)}`);
@@ -347,29 +359,35 @@ export class RecordQueue {
   // --- the sender -----------------------------------------------------------------------------
 
   private drained(): boolean {
-    return this.size === 0 && this.inflight === 0 && !this.sending;
+    return this.size === 0 && this.inflight === 0 && this.senders === 0;
+  }
+
+  /** Whether a sender may take a batch now: the first takes whatever waits, another only a full one. */
+  private batchWaiting(senders: number): boolean {
+    return this.size > 0 && (senders === 0 || this.size >= this.batchSize);
   }
 
   private wake(): void {
-    if (this.sending) {
-      return;
-    }
-    if (this.size === 0) {
+    if (this.size === 0 && this.senders === 0) {
       this.settleWaiters();
       return;
     }
-    this.sending = true;
-    this.pumping = this.pump();
+    while (this.senders < this.maxInFlight && this.batchWaiting(this.senders)) {
+      this.senders++; // before the sender's first check, which runs within this call
+      const pump = this.pump();
+      this.pumps.add(pump);
+      void pump.then(() => this.pumps.delete(pump));
+    }
   }
 
   private async pump(): Promise<void> {
     try {
-      while (this.size > 0) await this.sendOneBatch();
+      // With another sender at work, a partial batch is left to the last one.
+      while (this.batchWaiting(this.senders - 1)) await this.sendOneBatch();
     } catch (error) {
       this.fail("invalid", `sender error: ${String(error)}`); // a bug here must not stop sending
     } finally {
-      this.sending = false;
-      this.inflight = 0;
+      this.senders--;
       this.settleWaiters();
     }
   }
@@ -401,9 +419,12 @@ export class RecordQueue {
     }
     this.head = (this.head + taken) % this.maxQueue;
     this.size -= taken;
-    this.inflight = parts.length;
-    if (parts.length > 0) await this.send(parts);
-    this.inflight = 0;
+    this.inflight += parts.length;
+    try {
+      if (parts.length > 0) await this.send(parts);
+    } finally {
+      this.inflight -= parts.length;
+    }
   }
 
   private encode(pending: Pending): string | undefined {
@@ -486,7 +507,7 @@ export class RecordQueue {
   /** One POST; status undefined when the server could not be reached or did not answer in time. */
   private async post(body: string | ArrayBuffer, compressed: boolean): Promise<Answer> {
     const controller = new AbortController();
-    this.request = controller;
+    this.requests.add(controller);
     const limit = Math.max(0, Math.min(this.timeoutMs, this.deadline - Date.now()));
     const timer = unref(setTimeout(() => controller.abort(), limit));
     try {
@@ -510,37 +531,39 @@ export class RecordQueue {
       return { status: undefined, retryAfterMs: undefined, text: "", error: detail };
     } finally {
       clearTimeout(timer);
-      this.request = undefined;
+      this.requests.delete(controller);
     }
   }
 
   /** Wait before a retry; cut short by shutdown or the exit flush. */
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.sleeper = undefined;
-        resolve();
-      }, ms);
+      const sleeper = {
+        timer: setTimeout(() => {
+          this.sleepers.delete(sleeper);
+          resolve();
+        }, ms),
+        resolve,
+      };
       // Waiting to retry does not keep the process alive, except while it is exiting.
-      if (!this.exiting) unref(timer);
-      this.sleeper = { timer, resolve };
+      if (!this.exiting) unref(sleeper.timer);
+      this.sleepers.add(sleeper);
     });
   }
 
   private cutSleep(): void {
-    const sleeper = this.sleeper;
-    if (sleeper) {
+    for (const sleeper of this.sleepers) {
       clearTimeout(sleeper.timer);
-      this.sleeper = undefined;
       sleeper.resolve();
     }
+    this.sleepers.clear();
   }
 
   /** Stop now: abort the request under way, count what is unsent as lost. */
   private giveUp(why: string): void {
     this.deadline = Math.min(this.deadline, Date.now());
     this.cutSleep();
-    this.request?.abort();
+    for (const request of this.requests) request.abort();
     if (this.size > 0) {
       const unsent = this.size;
       this.ring.fill(undefined);

@@ -103,7 +103,7 @@ test("a server that never answers costs the caller nothing and shutdown ends on 
   assertNeverWaits(timing);
   await until(() => slow.requests.length > 0, 10_000, "the first batch posted");
   await new Promise((resolve) => setTimeout(resolve, 100));
-  assert.equal(slow.requests.length, 1); // one request at a time
+  assert.equal(slow.requests.length, 2); // two batches in flight (maxInFlight), never more
   const started = Date.now();
   assert.equal(await db.shutdown(500), false);
   const took = Date.now() - started;
@@ -112,6 +112,37 @@ test("a server that never answers costs the caller nothing and shutdown ends on 
   const stats = db.stats();
   assert.equal(stats.sent, 0);
   await slow.close();
+});
+
+test("two batches are in flight at once, one with maxInFlight 1, and a trickle goes as one batch", async (t) => {
+  for (const [maxInFlight, most] of [
+    [2, 2],
+    [1, 1],
+  ]) {
+    let open = 0;
+    let highest = 0;
+    const server = await serve(t, (req, res, n) => {
+      open++;
+      highest = Math.max(highest, open);
+      setTimeout(() => {
+        open--;
+        const count = stored(server.requests[n - 1].body);
+        res.writeHead(200, { "Content-Type": "application/json" });
+        res.end(JSON.stringify({ accepted: count, duplicates: 0, rejected: [] }));
+      }, 300);
+    });
+    const db = new Decisionboard(server.url, "k", { batchSize: 10, maxInFlight, gzip: false, flushIntervalMs: 5_000 });
+    for (let i = 0; i < 60; i++) db.notice(NOTICE, { runId: "r" });
+    assert.equal(await db.flush(30_000), true);
+    for (let i = 0; i < 7; i++) db.notice(NOTICE, { runId: "r" });
+    assert.equal(await db.flush(30_000), true);
+    assert.equal(await db.shutdown(1_000), true);
+    const sizes = server.requests.map((r) => stored(r.body)).sort((a, b) => a - b);
+    assert.deepEqual(sizes, [7, 10, 10, 10, 10, 10, 10]);
+    assert.equal(highest, most);
+    assert.equal(db.stats().sent, 67);
+    await server.close();
+  }
 });
 
 test("a 500 is retried with backoff until the batch is stored", async (t) => {
