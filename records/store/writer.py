@@ -128,17 +128,21 @@ WITH new_keys AS (
     -- INSERT: ON CONFLICT alone would check each against the unique index, and that check waits
     -- for a pass that has updated the run and not yet committed (a batch of a busy run then
     -- took as long as the rest of the pass). A plain read of the committed row never waits.
+    -- The read is a scalar subquery, one probe of the unique index per run of the batch: a NOT
+    -- EXISTS is planned as an anti-join, which on a table without statistics (nobody ran
+    -- ANALYZE) may hash every run of the project, for every batch.
     INSERT INTO {RUN_TABLE}
         (project_id, run_id, parent_run_id, agent, session_id, first_ts, last_ts,
          record_count, created_at, {_RUN_SUMMARY_COLUMNS})
     SELECT %(project)s, run_id, max(parent_run_id), max(agent), max(session_id), min(ts),
            max(ts), 0, %(now)s, '{{}}', '{{}}', false, false, false, false, false
     FROM ins
-    WHERE NOT EXISTS (
-        SELECT 1 FROM {RUN_TABLE} AS known
+    GROUP BY run_id
+    HAVING (
+        SELECT true FROM {RUN_TABLE} AS known
         WHERE known.project_id = %(project)s AND known.run_id = ins.run_id
-    )
-    GROUP BY run_id ORDER BY run_id COLLATE "C"
+    ) IS NULL
+    ORDER BY run_id COLLATE "C"
     ON CONFLICT (project_id, run_id) DO NOTHING
     RETURNING 1
 )

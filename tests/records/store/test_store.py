@@ -69,6 +69,36 @@ def test_ingest_never_waits_for_a_catch_up_pass_that_updated_the_run(
         catch_up.rollback()
 
 
+def test_a_batch_reads_its_own_runs_not_every_run_of_the_project(alice, postgres):
+    # Nobody collects statistics here (autovacuum is off): a plan that hashed the project's runs
+    # to find the batch's new ones would read all 20,000 for every batch.
+    with postgres.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO records_run (project_id, run_id, first_ts, last_ts, record_count, "
+            "created_at, kind_counts, models_seen, has_swap, has_fallback, has_error, "
+            "has_contract_break, has_violation) "
+            "SELECT %s, 'old-' || g, now(), now(), 1, now(), '{}', '{}', "
+            "false, false, false, false, false FROM generate_series(1, 20000) AS g",
+            [alice.project.pk],
+        )
+
+    def runs_read() -> int:
+        with postgres.cursor() as cursor:
+            cursor.execute(
+                "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
+                "FROM pg_stat_xact_user_tables WHERE relname = 'records_run'"
+            )
+            return cursor.fetchone()[0]
+
+    before = runs_read()
+    rows = [normalise(record(run_id=run), now=NOW) for run in ("old-7", "new-1", "new-1", "new-2")]
+    assert store_records(alice.project.pk, rows, NOW).accepted == 4
+    assert runs_read() - before < 100
+    new = Run.objects.filter(project=alice.project, run_id__startswith="new-")
+    assert sorted(new.values_list("run_id", flat=True)) == ["new-1", "new-2"]
+    assert Run.objects.filter(project=alice.project).count() == 20_002
+
+
 def stored_of(project_id: int) -> tuple[int, int]:
     """Records and record keys of a project, deleted or not."""
     return (
