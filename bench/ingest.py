@@ -2,8 +2,10 @@
 
     .venv/bin/python bench/ingest.py [--records 200000] [--batch 500] [--web-workers 2]
                                      [--clients 4] [--picks] [--pin-clients CPU]
+                                     [--in-flight 1] [--prior-runs 0]
 
-1. Recreates a scratch database (decisionboard_bench_ingest), migrates it, issues a key.
+1. Recreates a scratch database (decisionboard_bench_ingest), migrates it, issues a key; with
+   --prior-runs, the project already holds that many runs, as a long-lived one does.
 2. Generates the demo records (records.demo.generator), or with --picks the peers' workload
    (tool-choice picks with 12 tools offered and ranked each), and serialises them into JSON batches
    up front.
@@ -148,6 +150,23 @@ def server_pids(master: int) -> tuple[list[int], list[int]]:
     return child_pids(master), backends
 
 
+def seed_runs(project_id: int, count: int) -> None:
+    """`count` runs of a project, as its earlier records left them (no statistics collected,
+    as on a database that nobody has analysed since)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO records_run (project_id, run_id, agent, first_ts, last_ts, "
+            "record_count, created_at, kind_counts, models_seen, has_swap, has_fallback, "
+            "has_error, has_contract_break, has_violation) "
+            "SELECT %s, 'earlier-' || g, 'bench', now(), now(), 1, now(), '{}', '{}', "
+            "false, false, false, false, false FROM generate_series(1, %s) AS g",
+            [project_id, count],
+        )
+    print(f"the project holds {count:,} runs before the posting", flush=True)
+
+
 def machine() -> dict:
     model = next(
         (
@@ -178,6 +197,9 @@ def main() -> None:
     parser.add_argument(
         "--pin-clients", type=int, metavar="CPU", help="run every client on this CPU alone"
     )
+    parser.add_argument(
+        "--prior-runs", type=int, default=0, help="runs the project holds before the posting"
+    )
     args = parser.parse_args()
     exit_on_signals()  # a killed run stops its gunicorn and Celery children
 
@@ -190,6 +212,8 @@ def main() -> None:
 
     project = Project.objects.create(name="bench")
     _, key = ApiKey.issue(project, ApiKey.Scope.INGEST)
+    if args.prior_runs:
+        seed_runs(project.pk, args.prior_runs)
     end = datetime.now(UTC).replace(microsecond=0)
     if args.picks:
         records = peer_picks(args.records, end)
@@ -282,6 +306,7 @@ def main() -> None:
             "clients": args.clients,
             "in_flight": args.in_flight,
             "pinned_cpu": args.pin_clients,
+            "prior_runs": args.prior_runs,
             "load": round(load_before, 2),
             "ingest_seconds": round(ingest_seconds, 3),
             "ingest_rate": round(ingest_rate),
