@@ -1,7 +1,7 @@
 """The client: a bounded queue the agent's thread writes to, background threads that send.
 
 The agent's thread only builds a small dict and appends it under a lock held for O(1) work; every
-encoding, compression and network call happens on the sender thread. Nothing here raises into
+encoding, compression and network call happens on a sender thread. Nothing here raises into
 the caller: mistakes and failures are counted in `stats()` and logged.
 
 Two senders by default, each on a connection of its own: while one batch is being stored, the
