@@ -261,20 +261,18 @@ def test_a_providers_usage_is_counted_once_and_priced_as_genai_prices_does(base,
         assert abs(stored[name].cost_nano - want * NANO_PER_USD) <= 1, name
 
 
-class _Scripted(BaseHTTPRequestHandler):
-    """Answers in turn what `script` says, then 200; notes when each request came."""
+class _Loopback(BaseHTTPRequestHandler):
+    """A stand-in for the records API: reads a posted batch, answers it as the API does."""
 
-    script: list[tuple[int, str]] = []
-    seen: list[tuple[float, int]] = []
-
-    def do_POST(self):  # noqa: N802 (http.server's name)
+    def posted(self) -> int:
+        """How many records the batch posted holds."""
         body = self.rfile.read(int(self.headers["Content-Length"]))
         if self.headers.get("Content-Encoding") == "gzip":
             body = gzip.decompress(body)
-        count = len(json.loads(body)["records"])
-        type(self).seen.append((time.monotonic(), count))
-        status, retry_after = type(self).script.pop(0) if type(self).script else (200, "")
-        payload = json.dumps({"accepted": count, "duplicates": 0, "rejected": []}).encode()
+        return len(json.loads(body)["records"])
+
+    def answer(self, status: int, accepted: int, retry_after: str = "") -> None:
+        payload = json.dumps({"accepted": accepted, "duplicates": 0, "rejected": []}).encode()
         self.send_response(status)
         if retry_after:
             self.send_header("Retry-After", retry_after)
@@ -285,6 +283,19 @@ class _Scripted(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+class _Scripted(_Loopback):
+    """Answers in turn what `script` says, then 200; notes when each request came."""
+
+    script: list[tuple[int, str]] = []
+    seen: list[tuple[float, int]] = []
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        count = self.posted()
+        type(self).seen.append((time.monotonic(), count))
+        status, retry_after = type(self).script.pop(0) if type(self).script else (200, "")
+        self.answer(status, count, retry_after)
 
 
 def test_it_waits_as_retry_after_says_on_429_and_503():
@@ -307,7 +318,7 @@ def test_it_waits_as_retry_after_says_on_429_and_503():
     assert (stats["retries"], stats["sent"]) == (2, 30)
 
 
-class _Slow(BaseHTTPRequestHandler):
+class _Slow(_Loopback):
     """Answers 200 after `delay` seconds; notes each batch and how many were being answered at
     once at most."""
 
@@ -319,26 +330,15 @@ class _Slow(BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802 (http.server's name)
         cls = type(self)
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        if self.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-        ids = [r["id"] for r in json.loads(body)["records"]]
+        count = self.posted()
         with cls.lock:
             cls.open_now += 1
             cls.most = max(cls.most, cls.open_now)
-            cls.batches.append(len(ids))
+            cls.batches.append(count)
         time.sleep(cls.delay)
         with cls.lock:
             cls.open_now -= 1
-        payload = json.dumps({"accepted": len(ids), "duplicates": 0, "rejected": []}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
+        self.answer(200, count)
 
 
 @pytest.mark.parametrize(("in_flight", "most"), [(2, 2), (1, 1)])
