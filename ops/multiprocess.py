@@ -136,10 +136,16 @@ def fold_dead(path: Path | None = None) -> int:
 
 def collect(path: Path | None = None) -> Iterable:
     """Every counter and histogram of this machine's processes, live and exited, summed."""
-    from prometheus_client.multiprocess import MultiProcessCollector
-
     path = path or folder()
     fold_dead(path)
+    return summed(path)
+
+
+def summed(path: Path) -> list:
+    """The files in `path` summed as they are, the dead processes' files included: read under
+    the lock, since a process folding its file as it exits deletes it once archived."""
+    from prometheus_client.multiprocess import MultiProcessCollector
+
     with _locked(path, exclusive=False):
         return list(MultiProcessCollector.merge(glob.glob(str(path / "*.db")), accumulate=True))
 

@@ -20,7 +20,6 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from kombu import Connection
-from prometheus_client.multiprocess import MultiProcessCollector
 
 from alerts.models import Rule
 from config.queues import Queue
@@ -455,8 +454,7 @@ def test_celery_pool_processes_fold_their_counts_into_the_archive_as_they_exit(
     def heartbeats_counted() -> float:
         # Read as they are, without the scrape's folding of exited processes' files: what is
         # folded here, the pool processes folded themselves.
-        files = [str(f) for f in folder.glob("*.db")]
-        text = "\n".join(_exposition(MultiProcessCollector.merge(files)))
+        text = "\n".join(_exposition(multiprocess.summed(folder)))
         return value(parse(text), count, task="heartbeat", state="success")
 
     with processes.running(worker, env=env, log=tmp_path / "worker.log"):
