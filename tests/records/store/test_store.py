@@ -69,6 +69,17 @@ def test_ingest_never_waits_for_a_catch_up_pass_that_updated_the_run(
         catch_up.rollback()
 
 
+def runs_read(postgres, schema: str) -> int:
+    """The rows of `schema`'s runs table read so far in this transaction."""
+    with postgres.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
+            "FROM pg_stat_xact_user_tables WHERE schemaname = %s AND relname = 'records_run'",
+            [schema],
+        )
+        return cursor.fetchone()[0]
+
+
 def test_a_batch_reads_its_own_runs_not_every_run_of_the_project(alice, postgres):
     # A runs table as a new database has it, never analysed (autovacuum is off), whatever the
     # tests before did to the shared one: a copy with the same columns and indexes, first on
@@ -89,21 +100,53 @@ def test_a_batch_reads_its_own_runs_not_every_run_of_the_project(alice, postgres
             [alice.project.pk],
         )
 
-    def runs_read() -> int:
-        with postgres.cursor() as cursor:
-            cursor.execute(
-                "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) "
-                "FROM pg_stat_xact_user_tables "
-                "WHERE schemaname = 'never_analysed' AND relname = 'records_run'"
-            )
-            return cursor.fetchone()[0]
-
-    before = runs_read()
+    before = runs_read(postgres, "never_analysed")
     rows = [normalise(record(run_id=run), now=NOW) for run in ("old-7", "new-1", "new-1", "new-2")]
     assert store_records(alice.project.pk, rows, NOW).accepted == 4
-    assert runs_read() - before < 100
+    assert runs_read(postgres, "never_analysed") - before < 100
     new = Run.objects.filter(project=alice.project, run_id__startswith="new-")
     assert sorted(new.values_list("run_id", flat=True)) == ["new-1", "new-2"]
+    assert Run.objects.filter(project=alice.project).count() == 20_002
+
+
+def test_a_new_projects_batch_probes_its_runs_whatever_the_last_analyze_saw(alice, bob, postgres):
+    # The runs table as the catch-up leaves it when it analysed the table while only another
+    # project had runs, and the project then gained 20,000: a copy with the same columns,
+    # indexes and statistics targets, first on the search path until the test's transaction
+    # ends, so that the shared table's statistics stay as they were.
+    with postgres.cursor() as cursor:
+        cursor.execute(
+            "SELECT attname, attstattarget FROM pg_attribute "
+            "WHERE attrelid = 'public.records_run'::regclass AND attnum > 0 "
+            "AND NOT attisdropped AND attstattarget >= 0"
+        )
+        targets = cursor.fetchall()
+        cursor.execute(
+            "CREATE SCHEMA analysed_before; "
+            "CREATE TABLE analysed_before.records_run (LIKE public.records_run INCLUDING ALL); "
+            "SET LOCAL search_path = analysed_before, public"
+        )
+        for column, target in targets:
+            cursor.execute(f"ALTER TABLE records_run ALTER COLUMN {column} SET STATISTICS {target}")
+        runs = (
+            "INSERT INTO records_run (project_id, run_id, first_ts, last_ts, record_count, "
+            "created_at, kind_counts, models_seen, has_swap, has_fallback, has_error, "
+            "has_contract_break, has_violation) "
+            "SELECT %s, %s || g, now(), now(), 1, now(), '{}', '{}', "
+            "false, false, false, false, false FROM generate_series(1, %s) AS g"
+        )
+        cursor.execute(runs, [bob.project.pk, "bob-", 50])
+        cursor.execute("ANALYZE records_run")
+        cursor.execute(runs, [alice.project.pk, "old-", 20_000])
+
+    before = runs_read(postgres, "analysed_before")
+    rows = [normalise(record(run_id=run), now=NOW) for run in ("old-7", "new-1", "new-2")]
+    assert store_records(alice.project.pk, rows, NOW).accepted == 3
+    # One probe of the (project, run) index per run, not a filter over the project's runs.
+    assert runs_read(postgres, "analysed_before") - before < 100
+    # A run's page reads its run alike.
+    assert Run.objects.get(project=alice.project, run_id="new-2").record_count == 0
+    assert runs_read(postgres, "analysed_before") - before < 100
     assert Run.objects.filter(project=alice.project).count() == 20_002
 
 
