@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
-from django.db import connection
+from django.db import connection, models
 
 from records.contract.redaction import Rules
 from records.models import RedactionPolicy, RedactionRule
 from records.redaction_syntax import DEFAULTS
 
-_POLICY_FLAGS = ("secrets", "cards", "emails", "phones", "ibans")
+# The policy's switches, read off the model so that a detector added to it is read here too.
+_POLICY_FLAGS = tuple(
+    f.name for f in RedactionPolicy._meta.concrete_fields if isinstance(f, models.BooleanField)
+)
+_RULE_COLUMNS = 1 + len(_POLICY_FLAGS)  # where a rule's kind, name and value start in a row
 # The policy row (if any) and the project's own rules in one round trip: every batch reads
 # them, and a change must reach the next batch of every web process.
 _RULES_QUERY = f"""
@@ -31,10 +35,10 @@ def project_rules(project_id: int) -> Rules:
     keys: list[str] = []
     for row in rows:
         if row[0] == "policy":
-            flags = dict(zip(_POLICY_FLAGS, map(bool, row[1:6]), strict=True))
+            flags = dict(zip(_POLICY_FLAGS, map(bool, row[1:_RULE_COLUMNS]), strict=True))
             detectors = RedactionPolicy(**flags).detectors()
             continue
-        kind, name, value = row[6:]
+        kind, name, value = row[_RULE_COLUMNS:]
         if kind == RedactionRule.Kind.JSON_KEY:
             keys.append(value.strip())
         else:
