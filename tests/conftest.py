@@ -12,6 +12,7 @@ from tests.support.module_data import quick_hashers, quiet
 from tests.support.pages import operator
 from tests.support.quick_flush import flush_quickly
 from tests.support.services import REQUIRE_SERVICES, Persona, need_service
+from tests.support.static_scan import static_files_scanned_once
 
 # Markers by folder: tests/live starts servers, workers or private clusters as processes;
 # tests/browser drives Chromium. `bin/test --fast` leaves both out. A browser module's tests
@@ -46,6 +47,14 @@ def _static_collected(django_test_environment) -> None:
     """Pages link the hashed static names of the manifest, as under bin/start, and a browser
     test loads the current scripts, not those of an earlier collect (dashboard.http.staticfiles)."""
     ensure_collected()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _static_scanned_once(_static_collected) -> None:
+    """Each test client's WhiteNoise takes the static files of the first one's scan
+    (tests/support/static_scan.py)."""
+    with static_files_scanned_once():
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
