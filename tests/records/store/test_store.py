@@ -80,25 +80,45 @@ def runs_read(postgres, schema: str) -> int:
         return cursor.fetchone()[0]
 
 
-def test_a_batch_reads_its_own_runs_not_every_run_of_the_project(alice, postgres):
-    # A runs table as a new database has it, never analysed (autovacuum is off), whatever the
-    # tests before did to the shared one: a copy with the same columns and indexes, first on
-    # the search path until the test's transaction ends. A plan that hashed the project's runs
-    # to find the batch's new ones would read all 20,000 of them for every batch.
+def private_runs_table(postgres, schema: str, *, statistics_targets: bool = False) -> None:
+    """A copy of the runs table, same columns and indexes (and with `statistics_targets`, the
+    same per-column statistics targets), first on the search path until the test's transaction
+    ends, so that what the test does to its statistics leaves the shared table's alone."""
     with postgres.cursor() as cursor:
         cursor.execute(
-            "CREATE SCHEMA never_analysed; "
-            "CREATE TABLE never_analysed.records_run (LIKE public.records_run INCLUDING ALL); "
-            "SET LOCAL search_path = never_analysed, public"
+            "SELECT attname, attstattarget FROM pg_attribute "
+            "WHERE attrelid = 'public.records_run'::regclass AND attnum > 0 "
+            "AND NOT attisdropped AND attstattarget >= 0"
         )
+        targets = cursor.fetchall() if statistics_targets else []
+        cursor.execute(
+            f"CREATE SCHEMA {schema}; "
+            f"CREATE TABLE {schema}.records_run (LIKE public.records_run INCLUDING ALL); "
+            f"SET LOCAL search_path = {schema}, public"
+        )
+        for column, target in targets:
+            cursor.execute(f"ALTER TABLE records_run ALTER COLUMN {column} SET STATISTICS {target}")
+
+
+def add_runs(postgres, project_id: int, prefix: str, count: int) -> None:
+    """`count` runs of the project, named `prefix` and a number from 1."""
+    with postgres.cursor() as cursor:
         cursor.execute(
             "INSERT INTO records_run (project_id, run_id, first_ts, last_ts, record_count, "
             "created_at, kind_counts, models_seen, has_swap, has_fallback, has_error, "
             "has_contract_break, has_violation) "
-            "SELECT %s, 'old-' || g, now(), now(), 1, now(), '{}', '{}', "
-            "false, false, false, false, false FROM generate_series(1, 20000) AS g",
-            [alice.project.pk],
+            "SELECT %s, %s || g, now(), now(), 1, now(), '{}', '{}', "
+            "false, false, false, false, false FROM generate_series(1, %s) AS g",
+            [project_id, prefix, count],
         )
+
+
+def test_a_batch_reads_its_own_runs_not_every_run_of_the_project(alice, postgres):
+    # A runs table as a new database has it, never analysed (autovacuum is off), whatever the
+    # tests before did to the shared one. A plan that hashed the project's runs to find the
+    # batch's new ones would read all 20,000 of them for every batch.
+    private_runs_table(postgres, "never_analysed")
+    add_runs(postgres, alice.project.pk, "old-", 20_000)
 
     before = runs_read(postgres, "never_analysed")
     rows = [normalise(record(run_id=run), now=NOW) for run in ("old-7", "new-1", "new-1", "new-2")]
@@ -111,33 +131,12 @@ def test_a_batch_reads_its_own_runs_not_every_run_of_the_project(alice, postgres
 
 def test_a_new_projects_batch_probes_its_runs_whatever_the_last_analyze_saw(alice, bob, postgres):
     # The runs table as the catch-up leaves it when it analysed the table while only another
-    # project had runs, and the project then gained 20,000: a copy with the same columns,
-    # indexes and statistics targets, first on the search path until the test's transaction
-    # ends, so that the shared table's statistics stay as they were.
+    # project had runs, and the project then gained 20,000.
+    private_runs_table(postgres, "analysed_before", statistics_targets=True)
+    add_runs(postgres, bob.project.pk, "bob-", 50)
     with postgres.cursor() as cursor:
-        cursor.execute(
-            "SELECT attname, attstattarget FROM pg_attribute "
-            "WHERE attrelid = 'public.records_run'::regclass AND attnum > 0 "
-            "AND NOT attisdropped AND attstattarget >= 0"
-        )
-        targets = cursor.fetchall()
-        cursor.execute(
-            "CREATE SCHEMA analysed_before; "
-            "CREATE TABLE analysed_before.records_run (LIKE public.records_run INCLUDING ALL); "
-            "SET LOCAL search_path = analysed_before, public"
-        )
-        for column, target in targets:
-            cursor.execute(f"ALTER TABLE records_run ALTER COLUMN {column} SET STATISTICS {target}")
-        runs = (
-            "INSERT INTO records_run (project_id, run_id, first_ts, last_ts, record_count, "
-            "created_at, kind_counts, models_seen, has_swap, has_fallback, has_error, "
-            "has_contract_break, has_violation) "
-            "SELECT %s, %s || g, now(), now(), 1, now(), '{}', '{}', "
-            "false, false, false, false, false FROM generate_series(1, %s) AS g"
-        )
-        cursor.execute(runs, [bob.project.pk, "bob-", 50])
         cursor.execute("ANALYZE records_run")
-        cursor.execute(runs, [alice.project.pk, "old-", 20_000])
+    add_runs(postgres, alice.project.pk, "old-", 20_000)
 
     before = runs_read(postgres, "analysed_before")
     rows = [normalise(record(run_id=run), now=NOW) for run in ("old-7", "new-1", "new-2")]
